@@ -1,0 +1,89 @@
+"""Distributions of viewing conditions: ``ViewSampler.sample(n, generator) -> SceneParams``.
+
+Sampling is apart from applying: a sampler draws plain tensors under ``no_grad`` and keeps nothing;
+``ViewPipeline`` applies a draw (render, composite, camera effects) as a pure, differentiable
+function, so any draw, or a fixed evaluation grid, can be replayed exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from physattack.eot.params import SceneParams
+
+Range = tuple[float, float]
+
+
+def _uniform(n: int, bounds: Range, g: torch.Generator) -> Tensor:
+    lo, hi = bounds
+    return lo + (hi - lo) * torch.rand(n, generator=g)
+
+
+def _log_uniform(n: int, bounds: Range, g: torch.Generator) -> Tensor:
+    lo, hi = math.log(bounds[0]), math.log(bounds[1])
+    return torch.exp(lo + (hi - lo) * torch.rand(n, generator=g))
+
+
+def sensor_pixels(object_width_m: float, distance_m: Tensor, frame: Tensor, sensor_focal_px: float) -> Tensor:
+    """How many pixels of a real camera with focal length ``sensor_focal_px`` the crop spans."""
+    return sensor_focal_px * (object_width_m / frame) / distance_m
+
+
+@dataclass
+class ViewSampler:
+    """Uniform ranges (log-uniform for distance) of every SceneParams field.
+
+    ``sensor_focal_px`` describes the real camera the crops come from (1400 px: a 1920-px-wide
+    dashcam with a 69° field of view); with ``object_width_m`` it sets each crop's native resolution.
+    ``jpeg_share`` of the views are JPEG-compressed (it is the costliest effect).
+    """
+
+    object_width_m: float = 0.75
+    distance_m: Range = (3.0, 25.0)
+    azimuth_deg: Range = (-60.0, 60.0)
+    elevation_deg: Range = (-15.0, 20.0)
+    roll_deg: Range = (-8.0, 8.0)
+    frame: Range = (0.45, 0.85)
+    shift: Range = (-0.08, 0.08)
+    ambient: Range = (0.25, 0.7)
+    diffuse: Range = (0.2, 0.9)
+    light_azimuth_deg: Range = (-90.0, 90.0)
+    light_elevation_deg: Range = (5.0, 80.0)
+    color_temp_k: Range = (3500.0, 9000.0)
+    sensor_focal_px: float = 1400.0
+    blur_sigma_px: Range = (0.0, 1.2)
+    motion_px: tuple[int, ...] = (1, 1, 3, 5)
+    exposure: Range = (0.7, 1.3)
+    contrast: Range = (0.75, 1.25)
+    noise_std: Range = (0.0, 0.04)
+    jpeg_quality: Range = (40.0, 95.0)
+    jpeg_share: float = 0.25
+    background_count: int = 48
+    bg_scale: Range = (0.35, 1.0)
+
+    @torch.no_grad()
+    def sample(self, n: int, generator: torch.Generator) -> SceneParams:
+        g = generator
+        u = lambda bounds: _uniform(n, bounds, g)  # noqa: E731
+        distance = _log_uniform(n, self.distance_m, g)
+        frame = u(self.frame)
+        motion = torch.tensor(self.motion_px)[torch.randint(len(self.motion_px), (n,), generator=g)]
+        jpeg_on = torch.rand(n, generator=g) < self.jpeg_share
+        return SceneParams(
+            distance_m=distance, azimuth_deg=u(self.azimuth_deg), elevation_deg=u(self.elevation_deg),
+            roll_deg=u(self.roll_deg), frame=frame, shift_x=u(self.shift), shift_y=u(self.shift),
+            ambient=u(self.ambient), diffuse=u(self.diffuse), light_azimuth_deg=u(self.light_azimuth_deg),
+            light_elevation_deg=u(self.light_elevation_deg), color_temp_k=u(self.color_temp_k),
+            sensor_px=sensor_pixels(self.object_width_m, distance, frame, self.sensor_focal_px),
+            blur_sigma_px=u(self.blur_sigma_px), motion_px=motion.float(),
+            motion_angle_deg=u((0.0, 180.0)), exposure=u(self.exposure), contrast=u(self.contrast),
+            noise_std=u(self.noise_std),
+            jpeg_quality=torch.where(jpeg_on, u(self.jpeg_quality), torch.full((n,), 100.0)),
+            noise_seed=torch.randint(0, 2**31 - 1, (n,), generator=g),
+            background_index=torch.randint(0, max(1, self.background_count), (n,), generator=g),
+            bg_x=u((0.0, 1.0)), bg_y=u((0.0, 1.0)), bg_scale=u(self.bg_scale),
+        )

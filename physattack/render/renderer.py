@@ -1,0 +1,87 @@
+"""The renderer: rasterize, shade, anti-alias by supersampling, composite over backgrounds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from physattack.render.camera import Cameras
+from physattack.render.raster import MeshRasterizer
+from physattack.render.shade import Lights, PhongShader
+from physattack.scene.scene import Scene
+
+
+@dataclass(frozen=True)
+class RenderedViews:
+    """A batch of rendered views.
+
+    Shape:
+        images: B×3×H×W in [0, 1]. alpha: B×1×H×W coverage of the whole mesh (object and supports).
+        object_mask: B×1×H×W coverage of the object without its supports (the sign without its post).
+        boxes: B×4 (x0, y0, x1, y1) in pixels of the object mask, zeros where it is not visible.
+        depth: B×1×H×W metres along the optical axis, ``inf`` on the background.
+    """
+
+    images: Tensor
+    alpha: Tensor
+    object_mask: Tensor
+    boxes: Tensor
+    depth: Tensor
+
+
+def mask_boxes(mask: Tensor, threshold: float = 0.5) -> Tensor:
+    """B×1×H×W mask to B×4 boxes (x0, y0, x1, y1) in pixels; zeros for empty masks."""
+    on = mask[:, 0] > threshold
+    rows, cols = on.any(2), on.any(1)
+    h, w = on.shape[1:]
+    ar_h = torch.arange(h, device=mask.device)
+    ar_w = torch.arange(w, device=mask.device)
+    big = torch.tensor(10**9, device=mask.device)
+    y0 = torch.where(rows, ar_h, big).amin(1)
+    y1 = torch.where(rows, ar_h + 1, -big).amax(1)
+    x0 = torch.where(cols, ar_w, big).amin(1)
+    x1 = torch.where(cols, ar_w + 1, -big).amax(1)
+    boxes = torch.stack([x0, y0, x1, y1], 1).float()
+    return torch.where(on.flatten(1).any(1, keepdim=True), boxes, torch.zeros_like(boxes))
+
+
+class Renderer:
+    """``Renderer(rasterizer, shader)``: any rasterizer making Fragments works with any shader.
+
+    Args:
+        rasterizer: callable ``(verts, faces, cameras) -> Fragments``.
+        shader: callable ``(fragments, mesh, texture, cameras, lights) -> (rgb, coverage)``.
+        supersample: render at this many times the resolution per axis and box-filter down, which
+            anti-aliases silhouettes and texture alike.
+    """
+
+    def __init__(self, rasterizer=None, shader=None, supersample: int = 2):
+        self.rasterizer = rasterizer or MeshRasterizer()
+        self.shader = shader or PhongShader()
+        self.supersample = int(supersample)
+
+    def render(self, scene: Scene, texture: Tensor, cameras: Cameras, lights: Lights,
+               backgrounds: Tensor | None = None) -> RenderedViews:
+        """Render ``scene`` with ``texture`` in place of its own, over ``backgrounds`` (B×3×H×W)."""
+        s = self.supersample
+        cams = cameras.scaled(s) if s > 1 else cameras
+        mesh = scene.mesh
+        frags = self.rasterizer(mesh.verts, mesh.faces, cams)
+        rgb, cover = self.shader(frags, mesh, texture, cams, lights)
+        obj = scene.object_faces.to(frags.pix_to_face.device)
+        obj_cover = ((frags.pix_to_face >= 0) & obj[frags.pix_to_face.clamp(min=0)]).unsqueeze(1).to(rgb.dtype)
+        depth = frags.zbuf.unsqueeze(1)
+        if s > 1:
+            rgb, cover, obj_cover = (F.avg_pool2d(t, s) for t in (rgb, cover, obj_cover))
+            depth = -F.max_pool2d(-depth, s)
+        rgb = rgb.clamp(0, 1)
+        if backgrounds is None:
+            backgrounds = torch.zeros_like(rgb)
+        images = rgb + (1 - cover) * backgrounds               # rgb is premultiplied by coverage
+        return RenderedViews(images=images, alpha=cover, object_mask=obj_cover,
+                             boxes=mask_boxes(obj_cover), depth=depth)
+
+    __call__ = render

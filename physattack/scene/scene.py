@@ -1,0 +1,112 @@
+"""A scene: one UV-mapped object, its texture, the texels a patch may cover and its physical size.
+
+A scene lives in a folder with a ``scene.yaml``::
+
+    name: stop_sign
+    class_name: stop              # the label a victim should give the clean object
+    mesh: sign.obj                # OBJ + MTL; the MTL's one map_Kd is the patchable texture
+    face_mask: face_mask.png      # white where a patch may go, in texture space
+    texture_size_m: [0.75, 0.75]  # physical width and height that texture u, v in [0, 1] span
+    support_materials: [post]     # parts drawn but not counted in the object's box
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+import yaml
+from torch import Tensor
+
+from physattack.scene.mesh import Mesh, MeshError, load_obj
+
+
+class SceneError(ValueError):
+    """A scene that cannot be loaded; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Scene:
+    """Everything the renderer and the patch need to know about the object.
+
+    Shape:
+        texture: 3×Ht×Wt float in [0, 1] (row 0 is the top of the face, v = 1).
+        face_mask: 1×Ht×Wt float in {0, 1}.
+    """
+
+    name: str
+    class_name: str
+    mesh: Mesh
+    texture: Tensor
+    face_mask: Tensor
+    texture_size_m: tuple[float, float]
+    support_materials: tuple[str, ...] = ()
+
+    @property
+    def object_faces(self) -> Tensor:
+        """Boolean F mask of the faces that belong to the object proper (not its supports)."""
+        return ~self.mesh.faces_of(set(self.support_materials))
+
+    def to(self, device: torch.device | str) -> "Scene":
+        return Scene(self.name, self.class_name, self.mesh.to(device), self.texture.to(device),
+                     self.face_mask.to(device), self.texture_size_m, self.support_materials)
+
+
+def bundled_scenes_dir() -> Path:
+    """The folder of scenes shipped with physattack (``scenes/`` in a checkout)."""
+    return Path(str(resources.files("physattack.scenes")))
+
+
+def available_scenes() -> list[str]:
+    return sorted(p.parent.name for p in bundled_scenes_dir().glob("*/scene.yaml"))
+
+
+def read_image_rgb(path: Path) -> np.ndarray:
+    img = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if img is None:
+        raise SceneError(f"The image {path} is missing or unreadable; check the path or regenerate the "
+                         "scene with 'python -m physattack.scene.generate'.")
+    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+
+
+def load_scene(name_or_path: str | Path) -> Scene:
+    """Load a bundled scene by name (``stop_sign``) or any scene folder by path."""
+    folder = Path(name_or_path)
+    if not (folder / "scene.yaml").is_file():
+        folder = bundled_scenes_dir() / str(name_or_path)
+    desc_path = folder / "scene.yaml"
+    if not desc_path.is_file():
+        raise SceneError(f"No scene '{name_or_path}': give a folder holding a scene.yaml or one of the "
+                         f"bundled scenes: {', '.join(available_scenes())}.")
+    desc = yaml.safe_load(desc_path.read_text())
+    for key in ("name", "class_name", "mesh", "texture_size_m"):
+        if key not in desc:
+            raise SceneError(f"{desc_path} has no '{key}' entry; add it (see physattack/scene/scene.py).")
+    try:
+        mesh = load_obj(folder / desc["mesh"])
+    except MeshError as e:
+        raise SceneError(str(e)) from None
+    tex_id = mesh.textured_material
+    if tex_id is None:
+        raise SceneError(f"{folder / desc['mesh']} has no material with a texture map (map_Kd), so there "
+                         "is nothing a patch can cover; give its MTL a 'map_Kd texture.png' line.")
+    texture = read_image_rgb(folder / mesh.materials[tex_id].texture)
+    texture_t = torch.from_numpy(texture).permute(2, 0, 1).float() / 255.0
+    if "face_mask" in desc:
+        mask = cv2.imread(str(folder / desc["face_mask"]), cv2.IMREAD_GRAYSCALE)
+        if mask is None:
+            raise SceneError(f"The face mask {folder / desc['face_mask']} is missing or unreadable.")
+        if mask.shape != texture.shape[:2]:
+            raise SceneError(f"The face mask {desc['face_mask']} is {mask.shape[1]}×{mask.shape[0]} but the "
+                             f"texture is {texture.shape[1]}×{texture.shape[0]}; they must match.")
+        mask_t = torch.from_numpy(mask > 127).float()[None]
+    else:
+        mask_t = torch.ones(1, *texture.shape[:2])
+    w, h = desc["texture_size_m"]
+    return Scene(name=desc["name"], class_name=desc["class_name"], mesh=mesh, texture=texture_t,
+                 face_mask=mask_t, texture_size_m=(float(w), float(h)),
+                 support_materials=tuple(desc.get("support_materials", ())))
