@@ -2,7 +2,7 @@
 
 Rasterization carries no gradient: the patch reaches the image through the texture lookup, which
 the shader does with the UVs interpolated here. Every face is tested against every pixel of the
-face's bounding box in one batched matrix product of edge functions (the scenes are small meshes).
+faces' common bounding box in one batched matrix product of edge functions (scenes are small meshes).
 """
 
 from __future__ import annotations
@@ -23,83 +23,117 @@ class Fragments:
         pix_to_face: B×H×W long, index of the nearest face, -1 where no face covers the pixel.
         bary: B×H×W×3 perspective-correct barycentric weights of that face's corners.
         zbuf: B×H×W depth in metres along the optical axis, ``inf`` where empty.
+        coverage: B×H×W share of the pixel the mesh covers, in [0, 1] (anti-aliased silhouettes).
     """
 
     pix_to_face: Tensor
     bary: Tensor
     zbuf: Tensor
+    coverage: Tensor
 
 
 class MeshRasterizer:
-    """Z-buffer rasterizer in plain PyTorch (CPU and CUDA).
+    """Z-buffer rasterizer in plain PyTorch (CPU and CUDA), with analytic edge coverage.
+
+    Silhouettes are anti-aliased analytically rather than by supersampling: a pixel whose centre lies
+    within half a pixel of a silhouette edge gets the coverage a box filter would give it,
+    ``0.5 + d`` for signed distance ``d`` in pixels (outside: the nearest face within half a pixel;
+    inside: pixels next to an uncovered one, by their distance to the winning face's nearest edge).
 
     Args:
         near_m: faces with a corner closer than this to the camera are dropped.
+        cull_backfaces: drop faces whose (vertex-normal) front faces away from the camera; right
+            for closed meshes such as a sign plate, wrong for single-sided sheets seen from behind.
         max_chunk_elems: bound on the size of the pixels × faces work tensor, to cap memory.
     """
 
-    def __init__(self, near_m: float = 0.05, max_chunk_elems: int = 1 << 24):
+    def __init__(self, near_m: float = 0.05, cull_backfaces: bool = True, max_chunk_elems: int = 1 << 23):
         self.near_m = near_m
+        self.cull_backfaces = cull_backfaces
         self.max_chunk_elems = max_chunk_elems
 
     @torch.no_grad()
-    def __call__(self, verts: Tensor, faces: Tensor, cameras: Cameras) -> Fragments:
-        """Rasterize one mesh (verts V×3 in world metres, faces F×3) into every camera's image."""
+    def __call__(self, verts: Tensor, faces: Tensor, cameras: Cameras, face_normals: Tensor | None = None) -> Fragments:
+        """Rasterize one mesh into every camera's image.
+
+        Args:
+            verts: V×3 world metres. faces: F×3. face_normals: F×3 outward normals, used for culling.
+        """
         h, w = cameras.image_size
         uv, z = cameras.project(verts.detach())
         b, f = len(cameras), faces.shape[0]
         tri_uv, tri_z = uv[:, faces], z[:, faces]                    # B×F×3×2, B×F×3
-        # Edge functions: lambda_i(p) = A_i x + B_i y + C_i over the opposite edge, normalized by area.
+        # Edge functions: lambda_i(p) = A_i x + B_i y + C_i over the edge opposite corner i, / area.
         a, bb, c = tri_uv[:, :, 0], tri_uv[:, :, 1], tri_uv[:, :, 2]
         area = (bb[..., 0] - a[..., 0]) * (c[..., 1] - a[..., 1]) - (bb[..., 1] - a[..., 1]) * (c[..., 0] - a[..., 0])
         valid = (tri_z > self.near_m).all(-1) & (area.abs() > 1e-9)
+        if self.cull_backfaces and face_normals is not None:
+            centroid = verts[faces].mean(1)                           # F×3
+            to_cam = cameras.centers[:, None, :] - centroid[None]     # B×F×3
+            valid &= (to_cam * face_normals[None]).sum(-1) > 0
         area = torch.where(valid, area, torch.ones_like(area))
         p0 = torch.stack([bb, c, a], dim=2)                           # B×F×3×2 (edge start)
         p1 = torch.stack([c, a, bb], dim=2)                           # edge end
         coef_a = -(p1[..., 1] - p0[..., 1]) / area[..., None]
         coef_b = (p1[..., 0] - p0[..., 0]) / area[..., None]
         coef_c = ((p1[..., 1] - p0[..., 1]) * p0[..., 0] - (p1[..., 0] - p0[..., 0]) * p0[..., 1]) / area[..., None]
+        # lambda_i times this is the distance in pixels from edge i.
+        to_px = area.abs()[..., None] / (p1 - p0).norm(dim=-1).clamp(min=1e-9)    # B×F×3
         inv_z = 1.0 / tri_z.clamp(min=self.near_m)
         # 1/z is linear in screen space: sum_i lambda_i / z_i.
         z_a, z_b, z_c = ((k * inv_z).sum(-1) for k in (coef_a, coef_b, coef_c))
         coef = torch.stack([torch.cat([coef_a, z_a[..., None]], -1),
                             torch.cat([coef_b, z_b[..., None]], -1),
-                            torch.cat([coef_c, z_c[..., None]], -1)], dim=1)   # B×3×F×4
-        coef = coef.reshape(b, 3, f * 4)
-
-        # Only pixels inside the union of the faces' bounding boxes need testing.
-        box_lo = tri_uv.amin(dim=2).clamp(min=0)
-        box_hi = tri_uv.amax(dim=2)
-        big = torch.tensor(float("inf"), device=uv.device)
-        x0 = int(torch.where(valid, box_lo[..., 0], big).min().clamp(0, w).floor()) if valid.any() else 0
-        y0 = int(torch.where(valid, box_lo[..., 1], big).min().clamp(0, h).floor()) if valid.any() else 0
-        x1 = int(torch.where(valid, box_hi[..., 0], -big).max().clamp(0, w).ceil()) if valid.any() else 0
-        y1 = int(torch.where(valid, box_hi[..., 1], -big).max().clamp(0, h).ceil()) if valid.any() else 0
+                            torch.cat([coef_c, z_c[..., None]], -1)], dim=1).reshape(b, 3, f * 4)
 
         pix_to_face = torch.full((b, h, w), -1, dtype=torch.long, device=uv.device)
         bary = torch.zeros((b, h, w, 3), dtype=uv.dtype, device=uv.device)
         zbuf = torch.full((b, h, w), float("inf"), dtype=uv.dtype, device=uv.device)
+        edge_dist = torch.full((b, h, w), -1.0, dtype=uv.dtype, device=uv.device)
+        # Only pixels inside the union of the valid faces' bounding boxes (plus the AA margin) are tested.
+        if not valid.any():
+            return Fragments(pix_to_face, bary, zbuf, torch.zeros((b, h, w), dtype=uv.dtype, device=uv.device))
+        lo = torch.where(valid[..., None], tri_uv.amin(2), torch.full_like(tri_uv[:, :, 0], float("inf")))
+        hi = torch.where(valid[..., None], tri_uv.amax(2), torch.full_like(tri_uv[:, :, 0], -float("inf")))
+        x0, y0 = (int(v) for v in lo.flatten(0, 1).amin(0).sub(1).floor().clamp(min=0).tolist())
+        x1, y1 = (int(v) for v in hi.flatten(0, 1).amax(0).add(1).ceil().tolist())
+        x1, y1 = min(x1, w), min(y1, h)
         if x1 <= x0 or y1 <= y0:
-            return Fragments(pix_to_face, bary, zbuf)
+            return Fragments(pix_to_face, bary, zbuf, torch.zeros((b, h, w), dtype=uv.dtype, device=uv.device))
         ys = torch.arange(y0, y1, device=uv.device, dtype=uv.dtype) + 0.5
         xs = torch.arange(x0, x1, device=uv.device, dtype=uv.dtype) + 0.5
         gy, gx = torch.meshgrid(ys, xs, indexing="ij")
         pix = torch.stack([gx.flatten(), gy.flatten(), torch.ones_like(gx).flatten()], dim=-1)  # N×3
         n = pix.shape[0]
         rows = max(1, self.max_chunk_elems // max(1, n * f * 4))
+        neg = torch.tensor(-1e9, dtype=uv.dtype, device=uv.device)
         for s in range(0, b, rows):
             e = min(b, s + rows)
             lam = (pix @ coef[s:e]).view(e - s, n, f, 4)
-            inside = (lam[..., :3] >= -1e-6).all(-1) & valid[s:e, None, :]
-            depth_key = torch.where(inside, lam[..., 3], torch.zeros_like(lam[..., 3]))
-            best, idx = depth_key.max(dim=-1)                          # nearest = largest 1/z
+            dist = (lam[..., :3] * to_px[s:e, None]).amin(-1)          # signed distance to each face
+            dist = torch.where(valid[s:e, None, :], dist, neg)
+            inside = dist >= -1e-6
+            best, idx = torch.where(inside, lam[..., 3], 0).max(dim=-1)  # nearest = largest 1/z
             hit = best > 0
-            lam_best = lam[..., :3].gather(2, idx[..., None, None].expand(-1, -1, 1, 3)).squeeze(2)
+            near_d, near_idx = dist.max(dim=-1)                          # nearest face, for uncovered pixels
+            edge = hit | (near_d > -0.5)
+            idx = torch.where(hit, idx, near_idx)
+            d_win = torch.where(hit, dist.gather(2, idx[..., None]).squeeze(-1), near_d)
+            lam_win = lam[..., :3].gather(2, idx[..., None, None].expand(-1, -1, 1, 3)).squeeze(2)
             iz = torch.gather(inv_z[s:e], 1, idx.unsqueeze(-1).expand(-1, -1, 3))
-            persp = lam_best.clamp(min=0) * iz
+            persp = lam_win.clamp(min=0) * iz
             persp = persp / persp.sum(-1, keepdim=True).clamp(min=1e-12)
-            pix_to_face[s:e, y0:y1, x0:x1] = torch.where(hit, idx, -1).view(e - s, y1 - y0, x1 - x0)
-            bary[s:e, y0:y1, x0:x1] = torch.where(hit[..., None], persp, 0).view(e - s, y1 - y0, x1 - x0, 3)
-            zbuf[s:e, y0:y1, x0:x1] = torch.where(hit, 1.0 / best.clamp(min=1e-12), float("inf")).view(
-                e - s, y1 - y0, x1 - x0)
-        return Fragments(pix_to_face, bary, zbuf)
+            depth = 1.0 / (lam_win.clamp(min=0) / lam_win.clamp(min=0).sum(-1, keepdim=True).clamp(min=1e-12)
+                           * iz).sum(-1).clamp(min=1e-12)
+            shape = (e - s, y1 - y0, x1 - x0)
+            pix_to_face[s:e, y0:y1, x0:x1] = torch.where(edge, idx, -1).view(shape)
+            bary[s:e, y0:y1, x0:x1] = torch.where(edge[..., None], persp, 0).view(*shape, 3)
+            zbuf[s:e, y0:y1, x0:x1] = torch.where(edge, depth, float("inf")).view(shape)
+            edge_dist[s:e, y0:y1, x0:x1] = torch.where(edge, d_win, -1.0).view(shape)
+        covered = edge_dist >= -1e-6
+        # Covered pixels beside an uncovered one sit on the silhouette: box-filter coverage there too.
+        open_side = torch.nn.functional.max_pool2d((~covered).float()[:, None], 3, 1, 1)[:, 0] > 0
+        coverage = torch.where(covered & ~open_side, torch.ones_like(edge_dist),
+                               (0.5 + edge_dist).clamp(0, 1))
+        coverage = torch.where(pix_to_face >= 0, coverage, torch.zeros_like(coverage))
+        return Fragments(pix_to_face, bary, zbuf, coverage)

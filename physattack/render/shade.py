@@ -55,7 +55,7 @@ class PhongShader:
             texture: 3×Ht×Wt or B×3×Ht×Wt in [0, 1]; may require grad.
 
         Returns:
-            rgb: B×3×H×W (zero where nothing is covered) and coverage B×1×H×W in {0, 1}.
+            rgb: B×3×H×W premultiplied by coverage, and coverage B×1×H×W in [0, 1].
         """
         p2f = fragments.pix_to_face
         hit = p2f >= 0
@@ -88,7 +88,7 @@ class PhongShader:
         color = lights.color[:, :, None, None]
         intensity = lights.ambient[:, None, None] + lights.diffuse[:, None, None] * n_dot_l
         rgb = albedo * color * intensity.unsqueeze(1) + color * (lights.diffuse[:, None, None] * spec).unsqueeze(1)
-        cover = hit.unsqueeze(1).to(rgb.dtype)
+        cover = fragments.coverage.unsqueeze(1).to(rgb.dtype)
         return rgb * cover, cover
 
     def _sample(self, texture: Tensor, uv: Tensor, textured: Tensor) -> Tensor:
