@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from physattack.errors import InputError
+
 BANK_SIZE_PX = 256
 KINDS = ("sky", "road", "foliage", "buildings")
 
@@ -103,13 +105,13 @@ def folder_backgrounds(folder: str | Path, size: int = BANK_SIZE_PX) -> Tensor:
     folder = Path(folder)
     paths = sorted(p for p in folder.glob("*") if p.suffix.lower() in {".png", ".jpg", ".jpeg", ".bmp"})
     if not folder.is_dir() or not paths:
-        raise FileNotFoundError(f"The background folder {folder} has no PNG or JPEG images; point "
+        raise InputError(f"The background folder {folder} has no PNG or JPEG images; point "
                                 "eot.backgrounds.folder at a folder of photos or set it to null.")
     imgs = []
     for p in paths:
         img = cv2.imread(str(p), cv2.IMREAD_COLOR)
         if img is None:
-            raise FileNotFoundError(f"The background image {p} cannot be read; remove it or re-save it as PNG.")
+            raise InputError(f"The background image {p} cannot be read; remove it or re-save it as PNG.")
         h, w = img.shape[:2]
         s = min(h, w)
         img = img[(h - s) // 2:(h - s) // 2 + s, (w - s) // 2:(w - s) // 2 + s]
@@ -132,7 +134,7 @@ class BackgroundBank:
         if folder:
             parts.append(folder_backgrounds(folder))
         if not parts:
-            raise ValueError("The background bank is empty; set eot.backgrounds.count > 0 or give a folder.")
+            raise InputError("The background bank is empty; set eot.backgrounds.count > 0 or give a folder.")
         self.images = torch.cat(parts)
 
     def __len__(self) -> int:

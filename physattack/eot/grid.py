@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from physattack.errors import InputError
 from physattack.eot.params import SceneParams
 from physattack.eot.sampler import sensor_pixels
 
@@ -44,7 +45,7 @@ class EvalGrid:
     def __post_init__(self) -> None:
         unknown = [name for name in self.lighting if name not in LIGHTING_PRESETS]
         if unknown:
-            raise ValueError(f"Unknown lighting preset(s) {unknown}; choose from {sorted(LIGHTING_PRESETS)}.")
+            raise InputError(f"Unknown lighting preset(s) {unknown}; choose from {sorted(LIGHTING_PRESETS)}.")
 
     def conditions(self) -> list[dict]:
         """One dict per view: its azimuth, distance and lighting preset name, in grid order."""

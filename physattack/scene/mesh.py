@@ -12,8 +12,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from physattack.errors import InputError
 
-class MeshError(ValueError):
+
+class MeshError(InputError):
     """A mesh file that cannot be used; the message says what is wrong and what to do."""
 
 

@@ -22,10 +22,11 @@ import torch
 import yaml
 from torch import Tensor
 
+from physattack.errors import InputError
 from physattack.scene.mesh import Mesh, MeshError, load_obj
 
 
-class SceneError(ValueError):
+class SceneError(InputError):
     """A scene that cannot be loaded; the message says what to do."""
 
 

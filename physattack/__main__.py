@@ -1,0 +1,85 @@
+"""``python -m physattack +scene=stop_sign attack=yield``: compose the configuration and wire the parts.
+
+This file holds no logic: it builds each part from its config group with ``hydra.utils.instantiate``
+and hands them to ``physattack.attack.job.run_attack``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+import torch
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from physattack.atomic import save_text
+from physattack.attack.job import run_attack
+from physattack.config import RunConfig
+from physattack.eot import ViewPipeline
+from physattack.errors import InputError
+from physattack.printing import load_palette
+
+RUN_KEYS = [f for f in RunConfig.__dataclass_fields__]
+
+
+def _available(group: str) -> str:
+    options = GlobalHydra.instance().config_loader().get_group_options(group)
+    return ", ".join(sorted(options))
+
+
+def build_and_run(cfg: DictConfig) -> dict:
+    if OmegaConf.is_missing(cfg, "scene"):
+        raise InputError(f"No scene chosen: add +scene=stop_sign to the command (scenes: {_available('scene')}).")
+    run = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(RunConfig), {k: cfg[k] for k in RUN_KEYS}))
+    if run.device.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"device={run.device} was asked for but PyTorch sees no CUDA device; use device=cpu.")
+    device = torch.device(run.device)
+    run_dir = HydraConfig.get().runtime.output_dir
+    save_text(f"{run_dir}/config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+
+    scene = instantiate(cfg.scene).to(device)
+    victim = instantiate(cfg.victim).to(device)
+    attack = instantiate(cfg.attack)
+    victim.label_index(scene.class_name)
+    attack.label(victim, scene)
+    patch = instantiate(cfg.patch, scene=scene).to(device)
+    renderer = instantiate(cfg.renderer)
+    size = (run.image_size, run.image_size)
+    bank = instantiate(cfg.eot.backgrounds)
+    sampler = instantiate(cfg.eot.sampler, background_count=len(bank), _convert_="all")
+    eval_bank = instantiate(cfg.eot.eval_backgrounds)
+    grid = instantiate(cfg.eot.grid, background_count=len(eval_bank), _convert_="all")
+    palette = load_palette(cfg.printer.palette)
+    tracker = instantiate(cfg.logger, dir=run_dir, run_config=OmegaConf.to_container(cfg, resolve=True),
+                          _recursive_=False)
+    try:
+        metrics = run_attack(scene=scene, victim=victim, patch=patch, attack=attack,
+                             pipeline=ViewPipeline(renderer, bank, size), sampler=sampler,
+                             eval_pipeline=ViewPipeline(renderer, eval_bank, size), grid=grid, palette=palette,
+                             tracker=tracker, run_dir=run_dir, run=run)
+    finally:
+        tracker.finish()
+    asr, clean = metrics["attack_success_rate"], metrics["clean_accuracy"]
+    print(f"{metrics['attack']}: held-out success {asr['rate']:.1%} (95% CI {asr['ci95'][0]:.1%}-"
+          f"{asr['ci95'][1]:.1%}, {asr['count']}/{asr['n']} clean-correct views); clean accuracy "
+          f"{clean['rate']:.1%} of {clean['n']}; patch covers {metrics['patch_area_fraction']:.1%} of the face.")
+    print(f"outputs in {run_dir}")
+    return metrics
+
+
+@hydra.main(version_base="1.3", config_path="pkg://physattack.conf", config_name="config")
+def main(cfg: DictConfig) -> None:
+    try:
+        build_and_run(cfg)
+    except InputError as e:
+        if "submitit" in str(HydraConfig.get().launcher.get("_target_", "")):
+            raise   # a submitit job must fail as an exception to be reported
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

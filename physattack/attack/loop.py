@@ -1,0 +1,175 @@
+"""The EOT loop: one optimizer over patch parameters, a batch of sampled views per step.
+
+The batch dimension is the expectation: each step renders ``batch_size`` fresh draws of the
+sampler, asks the frozen victim, and steps the patch on the mean objective plus printability priors.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from physattack.atomic import save_torch
+from physattack.errors import InputError
+from physattack.attack.objectives import OBJECTIVES
+from physattack.printing import non_printability_score, total_variation
+
+
+class AttackError(InputError):
+    """An attack that cannot run as configured; the message says what to do."""
+
+
+@dataclass
+class AttackResult:
+    """What an attack leaves: the best patch's state, the step reached, the per-step history."""
+
+    best_state: dict
+    best_step: int
+    steps_done: int
+    history: list[dict] = field(default_factory=list)
+    interrupted: bool = False
+    zero_grad_steps: int = 0
+
+
+class EOTAttack:
+    """Expectation-over-transformation patch optimization (Athalye et al. 2018; RP2, Eykholt et al. 2018).
+
+    Args:
+        objective: ``targeted`` (towards ``target``) or ``untargeted`` (away from the scene's class).
+        target: the target label's name, for targeted attacks.
+        steps, batch_size, lr: Adam on the patch parameters for ``steps`` steps of ``batch_size`` views.
+        lr_schedule: ``cosine`` (to 5 % of lr) or ``constant``.
+        nps_weight, tv_weight: weights of the non-printability score and total variation.
+        checkpoint_every: steps between checkpoints (``checkpoint.pt`` in the run directory).
+        ema: smoothing of the running success rate that picks the best patch.
+    """
+
+    def __init__(self, objective: str = "targeted", target: str | None = "yield", steps: int = 200,
+                 batch_size: int = 24, lr: float = 0.1, lr_schedule: str = "cosine", nps_weight: float = 0.05,
+                 tv_weight: float = 0.5, checkpoint_every: int = 50, ema: float = 0.9):
+        if objective not in OBJECTIVES:
+            raise AttackError(f"Unknown objective '{objective}'; choose one of {sorted(OBJECTIVES)}.")
+        if objective == "targeted" and not target:
+            raise AttackError("A targeted attack needs attack.target, the label to aim for (e.g. yield).")
+        if lr_schedule not in {"cosine", "constant"}:
+            raise AttackError(f"attack.lr_schedule must be cosine or constant, not '{lr_schedule}'.")
+        self.objective, self.target, self.steps, self.batch_size = objective, target, steps, batch_size
+        self.lr, self.lr_schedule, self.nps_weight, self.tv_weight = lr, lr_schedule, nps_weight, tv_weight
+        self.checkpoint_every, self.ema = checkpoint_every, ema
+        self._stop = False
+
+    def label(self, victim, scene) -> int:
+        """The label the objective works with: the target (targeted) or the scene's true class."""
+        return victim.label_index(self.target if self.objective == "targeted" else scene.class_name)
+
+    def succeeded(self, logits: torch.Tensor, label: int) -> torch.Tensor:
+        pred = logits.argmax(1)
+        return pred == label if self.objective == "targeted" else pred != label
+
+    def run(self, *, patch, scene, pipeline, sampler, victim, palette, generator: torch.Generator,
+            run_dir: str | Path, tracker=None, resume: str | Path | None = None, progress: bool = True) -> AttackResult:
+        """Optimize ``patch`` in place and return the best state seen (by running success, then loss)."""
+        label = self.label(victim, scene)
+        objective = OBJECTIVES[self.objective]
+        run_dir = Path(run_dir)
+        opt = torch.optim.Adam(patch.parameters(), lr=self.lr)
+        sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, self.steps), eta_min=0.05 * self.lr)
+                 if self.lr_schedule == "cosine" else torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0))
+        state = {"step": 0, "ema_success": 0.0, "ema_loss": math.inf, "best_key": (-1.0, -math.inf),
+                 "best_state": copy.deepcopy(patch.state_dict()), "best_step": 0, "history": [], "zero_grad": 0}
+        if resume:
+            state = self._load(resume, patch, opt, sched, generator, state)
+        palette = palette.to(scene.texture.device)
+        base = scene.texture
+        previous = self._install_signals()
+        bar = tqdm(total=self.steps, initial=state["step"], desc="attack", unit="step", disable=not progress)
+        try:
+            while state["step"] < self.steps and not self._stop:
+                params = sampler.sample(self.batch_size, generator)
+                texture = patch.apply(base)
+                views = pipeline(scene, texture, params)
+                logits = victim(views.images)
+                adv = objective(logits, label).mean()
+                colors = patch.colors()
+                nps = non_printability_score(colors, palette, patch.mask)
+                tv = total_variation(colors, patch.mask)
+                loss = adv + self.nps_weight * nps + self.tv_weight * tv
+                loss_v = float(loss.detach())
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = sum(float(p.grad.abs().sum()) for p in patch.parameters() if p.grad is not None)
+                state["zero_grad"] += int(grad_norm == 0.0)
+                opt.step()
+                sched.step()
+                state["step"] += 1
+                success = float(self.succeeded(logits.detach(), label).float().mean())
+                a = self.ema if state["step"] > 1 else 0.0
+                state["ema_success"] = a * state["ema_success"] + (1 - a) * success
+                state["ema_loss"] = loss_v if not math.isfinite(state["ema_loss"]) else \
+                    a * state["ema_loss"] + (1 - a) * loss_v
+                key = (round(state["ema_success"], 3), -state["ema_loss"])
+                if key > state["best_key"]:
+                    state["best_key"], state["best_step"] = key, state["step"]
+                    state["best_state"] = copy.deepcopy(patch.state_dict())
+                record = {"step": state["step"], "loss": loss_v, "adv_loss": float(adv.detach()),
+                          "nps": float(nps.detach()), "tv": float(tv.detach()), "batch_success": success, "running_success": state["ema_success"],
+                          "lr": sched.get_last_lr()[0], "grad_norm": grad_norm}
+                state["history"].append(record)
+                if tracker is not None:
+                    tracker.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=state["step"])
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss_v:.3f}", success=f"{state['ema_success']:.2f}")
+                if self.checkpoint_every and state["step"] % self.checkpoint_every == 0:
+                    self._save(run_dir / "checkpoint.pt", patch, opt, sched, generator, state, tracker)
+        finally:
+            bar.close()
+            self._restore_signals(previous)
+            self._save(run_dir / "checkpoint.pt", patch, opt, sched, generator, state, tracker)
+        return AttackResult(best_state=state["best_state"], best_step=state["best_step"], steps_done=state["step"],
+                            history=state["history"], interrupted=self._stop, zero_grad_steps=state["zero_grad"])
+
+    # -- checkpoints -------------------------------------------------------------------------------
+    def _save(self, path, patch, opt, sched, generator, state, tracker) -> None:
+        save_torch(path, {"patch": patch.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                          "generator": generator.get_state(), "torch_rng": torch.get_rng_state(), "state": state,
+                          "wandb_run_id": getattr(tracker, "run_id", None)})
+
+    def _load(self, path, patch, opt, sched, generator, state) -> dict:
+        path = Path(path)
+        if path.is_dir():
+            path = path / "checkpoint.pt"
+        if not path.is_file():
+            raise AttackError(f"No checkpoint at {path}; give resume= a run directory or its checkpoint.pt.")
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        try:
+            patch.load_state_dict(ckpt["patch"])
+        except RuntimeError as e:
+            raise AttackError(f"The checkpoint {path} holds a different patch (shape or type) than this run's "
+                              f"configuration; resume with the patch it was made with. ({str(e).splitlines()[0]})") from None
+        opt.load_state_dict(ckpt["optimizer"])
+        sched.load_state_dict(ckpt["scheduler"])
+        generator.set_state(ckpt["generator"])
+        torch.set_rng_state(ckpt["torch_rng"])
+        return ckpt["state"]
+
+    # -- signals: Ctrl-C and SIGTERM stop after the current step, and the best patch is saved -------
+    def _install_signals(self):
+        self._stop = False
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def handler(signum, frame):
+            self._stop = True
+            tqdm.write(f"received signal {signum}: stopping after this step and saving the best patch")
+        return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _restore_signals(self, previous) -> None:
+        for s, h in (previous or {}).items():
+            signal.signal(s, h)

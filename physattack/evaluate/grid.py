@@ -1,0 +1,55 @@
+"""Grid evaluation: the clean and the attacked texture through the same held-out views."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from physattack.eot.grid import EvalGrid
+from physattack.eot.pipeline import ViewPipeline
+from physattack.evaluate.metrics import classification_metrics
+from physattack.scene.scene import Scene
+
+
+@dataclass
+class GridResult:
+    """Per-view outcomes on the grid, in ``grid.conditions()`` order."""
+
+    conditions: list[dict]
+    clean_pred: Tensor
+    adv_pred: Tensor
+    clean_probs: Tensor
+    adv_probs: Tensor
+    patch_visible: Tensor        # share of each attacked view's pixels that changed
+    metrics: dict
+
+
+@torch.no_grad()
+def evaluate_on_grid(scene: Scene, clean_texture: Tensor, adv_texture: Tensor, pipeline: ViewPipeline, victim,
+                     grid: EvalGrid, true_label: int, target_label: int | None, batch_size: int = 64,
+                     keep_images: int = 0) -> tuple[GridResult, Tensor | None, Tensor | None]:
+    """Classify every grid view with the clean and the attacked texture.
+
+    Returns the result, and (when ``keep_images``) the first clean and attacked images picked evenly
+    across the grid for a picture of the views.
+    """
+    params = grid.params()
+    clean_p, adv_p, visible = [], [], []
+    for s in range(0, len(params), batch_size):
+        p = params[s:s + batch_size]
+        clean = pipeline(scene, clean_texture, p).images
+        adv = pipeline(scene, adv_texture, p).images
+        clean_p.append(torch.softmax(victim(clean), 1).cpu())
+        adv_p.append(torch.softmax(victim(adv), 1).cpu())
+        visible.append(((clean - adv).abs().amax(1) > 2 / 255).float().mean((1, 2)).cpu())
+    clean_probs, adv_probs = torch.cat(clean_p), torch.cat(adv_p)
+    metrics = classification_metrics(clean_probs.argmax(1), adv_probs.argmax(1), adv_probs, true_label, target_label)
+    result = GridResult(grid.conditions(), clean_probs.argmax(1), adv_probs.argmax(1), clean_probs, adv_probs,
+                        torch.cat(visible), metrics)
+    if not keep_images:
+        return result, None, None
+    pick = torch.linspace(0, len(params) - 1, keep_images).round().long()
+    sub = params[pick]
+    return result, pipeline(scene, clean_texture, sub).images.cpu(), pipeline(scene, adv_texture, sub).images.cpu()

@@ -1,0 +1,84 @@
+"""Experiment tracking: Weights & Biases (offline unless told otherwise) or nothing, behind one interface."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from physattack.errors import InputError
+
+
+class NullTracker:
+    """Tracks nothing; the interface every tracker has."""
+
+    run_id: str | None = None
+
+    def __init__(self, dir: str | Path | None = None, run_config: dict | None = None):
+        pass
+
+    def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
+        pass
+
+    def log_images(self, images: dict[str, np.ndarray], step: int | None = None) -> None:
+        """``images``: name -> H×W×3 uint8 RGB."""
+
+    def log_table(self, name: str, columns: list[str], rows: list[list]) -> None:
+        pass
+
+    def log_artifact(self, name: str, kind: str, paths: list[Path]) -> None:
+        pass
+
+    def summary(self, metrics: dict[str, Any]) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+class WandbTracker(NullTracker):
+    """A W&B run. ``mode="offline"`` (default) writes under ``dir`` for a later ``wandb sync``;
+    ``"online"`` needs an API key; ``"disabled"`` writes nothing.
+
+    Args:
+        project, entity, group, name, tags: as in ``wandb.init``.
+        mode: offline, online or disabled.
+        dir: where the ``wandb/`` folder goes (the run directory).
+        run_config: the resolved run configuration.
+        resume_id: continue this W&B run (used when resuming from a checkpoint).
+    """
+
+    def __init__(self, project: str = "physattack", mode: str = "offline", entity: str | None = None,
+                 group: str | None = None, name: str | None = None, tags: list[str] | None = None,
+                 dir: str | Path = ".", run_config: dict | None = None, resume_id: str | None = None):
+        import wandb
+
+        if mode not in {"offline", "online", "disabled"}:
+            raise InputError(f"logger.mode must be offline, online or disabled, not '{mode}'.")
+        self._wandb = wandb
+        self.run = wandb.init(project=project, entity=entity, group=group, name=name, tags=list(tags or []),
+                              mode=mode, dir=str(dir), config=run_config, id=resume_id,
+                              resume="allow" if resume_id else None, settings=wandb.Settings(silent=True))
+        self.run_id = self.run.id
+
+    def log(self, metrics, step=None):
+        self.run.log(metrics, step=step)
+
+    def log_images(self, images, step=None):
+        self.run.log({k: self._wandb.Image(v) for k, v in images.items()}, step=step)
+
+    def log_table(self, name, columns, rows):
+        self.run.log({name: self._wandb.Table(columns=columns, data=rows)})
+
+    def log_artifact(self, name, kind, paths):
+        art = self._wandb.Artifact(name, type=kind)
+        for p in paths:
+            art.add_file(str(p))
+        self.run.log_artifact(art)
+
+    def summary(self, metrics):
+        self.run.summary.update(metrics)
+
+    def finish(self):
+        self.run.finish()
