@@ -1,0 +1,78 @@
+"""Renderer speed: forward+backward ms per view on this machine, with ratios measured in the same run.
+
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/render_speed.py [--views 16 --size 224 --repeats 7]
+
+Renders the stop-sign scene (512² texture) through the built-in renderer with a texture that requires
+grad, backpropagates the image sum, and reports the median over repeats (the first run is dropped as
+warm-up). Baselines in the same run: the same renderer with 2× supersampling (the slower reference
+anti-aliasing), and SignNet's own forward+backward on the same images (the victim's cost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
+from physattack.render import Renderer
+from physattack.scene import load_scene
+from physattack.victims import load_signnet
+
+
+def median_ms(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return 1000 * statistics.median(times)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--views", type=int, default=16)
+    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--repeats", type=int, default=7)
+    args = p.parse_args()
+    scene = load_scene("stop_sign")
+    bank = BackgroundBank(16, seed=0)
+    params = ViewSampler(background_count=16).sample(args.views, torch.Generator().manual_seed(0))
+    victim = load_signnet()
+
+    def render_step(renderer, effects):
+        pipe = ViewPipeline(renderer, bank, (args.size, args.size))
+
+        def step():
+            tex = scene.texture.clone().requires_grad_(True)
+            views = pipe(scene, tex, params, effects=effects)
+            views.images.sum().backward()
+        return step
+
+    images = ViewPipeline(Renderer(), bank, (args.size, args.size))(scene, scene.texture, params).images
+
+    def victim_step():
+        x = images.clone().requires_grad_(True)
+        victim(x).sum().backward()
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.views} views at "
+          f"{args.size}x{args.size}, texture {tuple(scene.texture.shape[1:])}, {len(scene.mesh.faces)} faces; "
+          f"median of {args.repeats}")
+    render = median_ms(render_step(Renderer(), False), args.repeats)
+    full = median_ms(render_step(Renderer(), True), args.repeats)
+    ssaa = median_ms(render_step(Renderer(supersample=2), False), args.repeats)
+    vic = median_ms(victim_step, args.repeats)
+    n = args.views
+    print(f"built-in renderer, fwd+bwd:                {render / n:7.2f} ms/view")
+    print(f"  + camera effects (blur, noise, JPEG...): {full / n:7.2f} ms/view")
+    print(f"2x supersampled reference, fwd+bwd:        {ssaa / n:7.2f} ms/view  "
+          f"(built-in is {ssaa / render:.1f}x faster)")
+    print(f"SignNet victim, fwd+bwd on the same views: {vic / n:7.2f} ms/view  "
+          f"(renderer+effects = {full / vic:.1f}x the victim)")
+
+
+if __name__ == "__main__":
+    main()

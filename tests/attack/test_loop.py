@@ -1,0 +1,69 @@
+import pytest
+import torch
+
+from physattack.attack import AttackError, EOTAttack, targeted, untargeted
+from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
+from physattack.patch import sticker_for_scene
+from physattack.printing import load_palette
+from physattack.render import Renderer
+
+
+def test_objectives_point_the_right_way():
+    logits = torch.tensor([[3.0, 1.0, 0.0], [0.0, 4.0, 0.0]])
+    t = targeted(logits, 1)
+    assert t[1] < t[0]                      # the view already on the target costs less
+    u = untargeted(logits, 0)
+    assert u[0] > 0 > u[1]                  # still true-label: positive; already fooled: negative
+
+
+@pytest.fixture(scope="module")
+def parts(stop_scene):
+    bank = BackgroundBank(8, seed=0)
+    return {"scene": stop_scene, "pipeline": ViewPipeline(Renderer(), bank, (64, 64)),
+            "sampler": ViewSampler(background_count=8, jpeg_share=0.0), "palette": load_palette()}
+
+
+def run(parts, signnet, tmp_path, steps, resume=None, seed=0, patch=None):
+    patch = patch or sticker_for_scene(parts["scene"])
+    attack = EOTAttack(target="yield", steps=steps, batch_size=6, lr=0.1, checkpoint_every=2)
+    result = attack.run(patch=patch, scene=parts["scene"], pipeline=parts["pipeline"], sampler=parts["sampler"],
+                        victim=signnet, palette=parts["palette"], generator=torch.Generator().manual_seed(seed),
+                        run_dir=tmp_path, resume=resume, progress=False)
+    return patch, result
+
+
+def mean_target_prob(parts, signnet, patch):
+    params = ViewSampler(background_count=8, jpeg_share=0.0).sample(24, torch.Generator().manual_seed(99))
+    with torch.no_grad():
+        views = parts["pipeline"](parts["scene"], patch.apply(parts["scene"].texture), params)
+        return float(torch.softmax(signnet(views.images), 1)[:, signnet.label_index("yield")].mean())
+
+
+def test_targeted_attack_raises_the_target_probability(parts, signnet, tmp_path):
+    patch = sticker_for_scene(parts["scene"])
+    before = mean_target_prob(parts, signnet, patch)
+    patch, result = run(parts, signnet, tmp_path, steps=10, patch=patch)
+    assert result.steps_done == 10 and result.zero_grad_steps == 0
+    after = mean_target_prob(parts, signnet, patch)
+    assert after > before + 0.05, (before, after)
+    assert (tmp_path / "checkpoint.pt").is_file()
+
+
+def test_resume_continues_to_the_same_patch(parts, signnet, tmp_path):
+    full, _ = run(parts, signnet, tmp_path / "full", steps=4)
+    run(parts, signnet, tmp_path / "part", steps=2)
+    resumed, result = run(parts, signnet, tmp_path / "part2", steps=4, resume=tmp_path / "part", seed=123)
+    assert result.steps_done == 4
+    assert torch.equal(full.logits, resumed.logits)
+
+
+def test_bad_attack_settings_say_what_to_do():
+    with pytest.raises(AttackError, match="attack.target"):
+        EOTAttack(objective="targeted", target=None)
+    with pytest.raises(AttackError, match="Unknown objective"):
+        EOTAttack(objective="sideways")
+
+
+def test_resume_from_nowhere_is_refused(parts, signnet, tmp_path):
+    with pytest.raises(AttackError, match="No checkpoint"):
+        run(parts, signnet, tmp_path, steps=1, resume=tmp_path / "nothing")

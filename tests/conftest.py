@@ -1,0 +1,28 @@
+"""Shared fixtures: a device, the stop-sign scene, the bundled victim; W&B never touches $HOME."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("WANDB_MODE", "disabled")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+@pytest.fixture(scope="session")
+def device() -> torch.device:
+    return torch.device("cpu")
+
+
+@pytest.fixture(scope="session")
+def stop_scene():
+    from physattack.scene import load_scene
+    return load_scene("stop_sign")
+
+
+@pytest.fixture(scope="session")
+def signnet():
+    from physattack.victims import load_signnet
+    return load_signnet()

@@ -1,0 +1,72 @@
+"""The canonical command, end to end, with a tiny budget; and its one-sentence errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TINY = ["attack.steps=2", "attack.batch_size=4", "attack.checkpoint_every=1", "gallery_views=4",
+        "eot.grid.azimuth_deg=[-30,30]", "eot.grid.distance_m=[5,12]", "eot.grid.lighting=[noon,low_sun]",
+        "progress=false"]
+
+
+def run_cli(args: list[str], tmp_path: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "WANDB_MODE": "offline", "OMP_WAIT_POLICY": "PASSIVE"}
+    return subprocess.run([sys.executable, "-m", "physattack", *args, f"hydra.run.dir={tmp_path / 'run'}"],
+                          capture_output=True, text=True, env=env, timeout=timeout, cwd=tmp_path)
+
+
+@pytest.mark.slow
+def test_canonical_command_writes_every_output(tmp_path):
+    proc = run_cli(["+scene=stop_sign", "attack=yield", *TINY], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = tmp_path / "run"
+    for name in ["patch.png", "patch.pt", "texture.png", "views.png", "heatmap.png", "training.png",
+                 "metrics.json", "config.yaml", "checkpoint.pt"]:
+        assert (run / name).is_file(), f"{name} missing"
+    assert list((run / "wandb").glob("offline-run-*")), "no offline W&B run"
+    m = json.loads((run / "metrics.json").read_text())
+    assert m["views"] == 8 and len(m["per_view"]) == 8
+    assert m["target_label"] == "yield" and m["steps_done"] == 2
+    assert 0.0 <= m["attack_success_rate"]["rate"] <= 1.0 or m["attack_success_rate"]["n"] == 0
+    assert m["clean_accuracy"]["n"] == 8
+    assert 0.10 < m["patch_area_fraction"] <= 0.20
+    assert "held-out success" in proc.stdout
+    assert not list(run.glob(".*tmp*")), "a temporary file was left behind"
+
+
+def one_sentence_error(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    assert lines[-1].startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    return lines[-1]
+
+
+def test_missing_scene_says_to_add_it(tmp_path):
+    msg = one_sentence_error(run_cli(["attack=yield"], tmp_path))
+    assert "+scene=stop_sign" in msg and "yield_sign" in msg
+
+
+def test_unknown_target_label_lists_the_victims_labels(tmp_path):
+    msg = one_sentence_error(run_cli(["+scene=stop_sign", "attack.target=banana"], tmp_path))
+    assert "banana" in msg and "yield" in msg and "stop" in msg
+
+
+def test_missing_weights_file_says_what_to_do(tmp_path):
+    msg = one_sentence_error(run_cli(["+scene=stop_sign", f"victim.weights={tmp_path / 'none.safetensors'}"],
+                                     tmp_path))
+    assert "none.safetensors" in msg and "physattack.victims.train" in msg
+
+
+def test_mesh_without_uvs_is_refused(tmp_path):
+    scene = tmp_path / "flat"
+    scene.mkdir()
+    (scene / "scene.yaml").write_text("name: flat\nclass_name: stop\nmesh: m.obj\ntexture_size_m: [1, 1]\n")
+    (scene / "m.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+    msg = one_sentence_error(run_cli(["+scene=stop_sign", f"scene.name_or_path={scene}"], tmp_path))
+    assert "UV" in msg
