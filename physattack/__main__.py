@@ -54,7 +54,7 @@ def build_and_run(cfg: DictConfig) -> dict:
     grid = instantiate(cfg.eot.grid, background_count=len(eval_bank), _convert_="all")
     palette = load_palette(cfg.printer.palette)
     tracker = instantiate(cfg.logger, dir=run_dir, run_config=OmegaConf.to_container(cfg, resolve=True),
-                          _recursive_=False)
+                          _recursive_=False, _convert_="all")
     try:
         metrics = run_attack(scene=scene, victim=victim, patch=patch, attack=attack,
                              pipeline=ViewPipeline(renderer, bank, size), sampler=sampler,
@@ -70,14 +70,24 @@ def build_and_run(cfg: DictConfig) -> dict:
     return metrics
 
 
+def input_error(exc: BaseException) -> InputError | None:
+    """The InputError behind ``exc`` (hydra.utils.instantiate wraps what constructors raise)."""
+    while exc is not None:
+        if isinstance(exc, InputError):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 @hydra.main(version_base="1.3", config_path="pkg://physattack.conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     try:
         build_and_run(cfg)
-    except InputError as e:
-        if "submitit" in str(HydraConfig.get().launcher.get("_target_", "")):
-            raise   # a submitit job must fail as an exception to be reported
-        print(f"error: {e}", file=sys.stderr)
+    except Exception as exc:
+        err = input_error(exc)
+        if err is None or "submitit" in str(HydraConfig.get().launcher.get("_target_", "")):
+            raise   # a bug keeps its trace; a submitit job must fail as an exception to be reported
+        print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
 
 

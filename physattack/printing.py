@@ -56,7 +56,13 @@ def non_printability_score(colors: Tensor, palette: Tensor, mask: Tensor | None 
 
 
 def total_variation(colors: Tensor, mask: Tensor | None = None) -> Tensor:
-    """Mean absolute difference between neighbouring texels (kornia's TV, normalized per texel)."""
-    x = colors if mask is None else colors * mask
-    n = x.shape[-1] * x.shape[-2] if mask is None else float(mask.sum().clamp(min=1))
-    return kornia.losses.total_variation(x, reduction="sum").sum() / (3 * n)
+    """Mean absolute difference between neighbouring texels, per texel and channel.
+
+    With a ``mask`` only pairs of texels that are both on the patch count, so a sticker's own edge
+    costs nothing (kornia's total_variation, used without a mask, has no such option).
+    """
+    if mask is None:
+        return kornia.losses.total_variation(colors, reduction="sum").sum() / colors.numel()
+    dx = (colors[:, :, 1:] - colors[:, :, :-1]).abs() * (mask[:, :, 1:] * mask[:, :, :-1])
+    dy = (colors[:, 1:] - colors[:, :-1]).abs() * (mask[:, 1:] * mask[:, :-1])
+    return (dx.sum() + dy.sum()) / (3 * mask.sum().clamp(min=1))

@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from physattack.atomic import save_torch
 from physattack.errors import InputError
+from physattack.attack.mask_search import search_sticker_mask
 from physattack.attack.objectives import OBJECTIVES
 from physattack.printing import non_printability_score, total_variation
 
@@ -49,11 +50,13 @@ class EOTAttack:
         nps_weight, tv_weight: weights of the non-printability score and total variation.
         checkpoint_every: steps between checkpoints (``checkpoint.pt`` in the run directory).
         ema: smoothing of the running success rate that picks the best patch.
+        mask_search_steps: steps of the sticker mask search, for patches that ask for one.
     """
 
     def __init__(self, objective: str = "targeted", target: str | None = "yield", steps: int = 200,
                  batch_size: int = 24, lr: float = 0.1, lr_schedule: str = "cosine", nps_weight: float = 0.05,
-                 tv_weight: float = 0.5, checkpoint_every: int = 50, ema: float = 0.9):
+                 tv_weight: float = 0.5, checkpoint_every: int = 50, ema: float = 0.9,
+                 mask_search_steps: int = 40):
         if objective not in OBJECTIVES:
             raise AttackError(f"Unknown objective '{objective}'; choose one of {sorted(OBJECTIVES)}.")
         if objective == "targeted" and not target:
@@ -62,7 +65,7 @@ class EOTAttack:
             raise AttackError(f"attack.lr_schedule must be cosine or constant, not '{lr_schedule}'.")
         self.objective, self.target, self.steps, self.batch_size = objective, target, steps, batch_size
         self.lr, self.lr_schedule, self.nps_weight, self.tv_weight = lr, lr_schedule, nps_weight, tv_weight
-        self.checkpoint_every, self.ema = checkpoint_every, ema
+        self.checkpoint_every, self.ema, self.mask_search_steps = checkpoint_every, ema, mask_search_steps
         self._stop = False
 
     def label(self, victim, scene) -> int:
@@ -86,6 +89,12 @@ class EOTAttack:
                  "best_state": copy.deepcopy(patch.state_dict()), "best_step": 0, "history": [], "zero_grad": 0}
         if resume:
             state = self._load(resume, patch, opt, sched, generator, state)
+        elif getattr(patch, "mask_search", None) and self.mask_search_steps > 0:
+            patch.set_mask(search_sticker_mask(
+                scene=scene, pipeline=pipeline, sampler=sampler, victim=victim, objective=objective, label=label,
+                area=patch.mask_search["area"], cell_px=patch.mask_search["cell_px"], steps=self.mask_search_steps,
+                batch_size=self.batch_size, generator=generator))
+            state["best_state"] = copy.deepcopy(patch.state_dict())
         palette = palette.to(scene.texture.device)
         base = scene.texture
         previous = self._install_signals()

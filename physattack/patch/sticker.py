@@ -1,4 +1,9 @@
-"""Stickers: opaque patches of free colour on a fixed set of texels (RP2's two bars by default)."""
+"""Stickers: opaque patches of free colour on a set of texels.
+
+The texels are RP2's two bars, a user's PNG mask, or cells chosen by a mask search before the
+attack (RP2's two-stage method: find where a free perturbation helps most, then cover only there;
+the search needs the victim, so the attack runs it — see ``physattack.attack.mask_search``).
+"""
 
 from __future__ import annotations
 
@@ -28,13 +33,19 @@ class StickerPatch(nn.Module):
         apply: base texture 3×Ht×Wt -> texture 3×Ht×Wt.
     """
 
-    def __init__(self, mask: Tensor, init_color: tuple[float, float, float] = (0.5, 0.5, 0.5)):
+    def __init__(self, mask: Tensor, init_color: tuple[float, float, float] = (0.5, 0.5, 0.5),
+                 mask_search: dict | None = None):
         super().__init__()
         if mask.dim() != 3 or mask.shape[0] != 1:
             raise PatchError(f"A sticker mask must be 1×H×W, got {tuple(mask.shape)}.")
         self.register_buffer("mask", (mask > 0.5).float())
         init = torch.tensor(init_color).clamp(0.02, 0.98).view(3, 1, 1)
         self.logits = nn.Parameter(torch.logit(init).expand(3, *mask.shape[1:]).clone())
+        self.mask_search = mask_search      # {"area": share of the face, "cell_px": sticker cell side}
+
+    def set_mask(self, mask: Tensor) -> None:
+        """Replace where the stickers are (after a mask search); colours are kept."""
+        self.mask.copy_((mask > 0.5).float().to(self.mask))
 
     def colors(self) -> Tensor:
         return torch.sigmoid(self.logits)
@@ -85,19 +96,35 @@ def mask_from_png(path: str | Path, size: tuple[int, int]) -> Tensor:
     return torch.from_numpy(img > 127).float()[None]
 
 
-def sticker_for_scene(scene: Scene, shape: str = "bars", area: float = 0.15, mask_png: str | None = None,
+def sticker_for_scene(scene: Scene, shape: str = "search", area: float = 0.18, cell_mm: float = 45.0,
+                      mask_png: str | None = None,
                       init_color: tuple[float, float, float] = (0.5, 0.5, 0.5)) -> StickerPatch:
-    """Build a sticker patch on ``scene``'s face: RP2's ``bars`` of total ``area``, or a PNG mask."""
+    """Build a sticker patch on ``scene``'s face.
+
+    Args:
+        shape: ``search`` (square stickers of ``cell_mm`` where a mask search finds them, ``area`` of
+            the face in all; the attack runs the search), ``bars`` (RP2's two bars of ``area``), or
+            ignored when ``mask_png`` is given.
+        area: share of the face the stickers cover.
+        cell_mm: side of one square sticker for ``search``, in millimetres on the real sign.
+    """
+    if area <= 0 or area > 1:
+        raise PatchError(f"patch.area must be a share of the face in (0, 1], got {area}.")
+    search = None
     if mask_png:
         mask = mask_from_png(mask_png, tuple(scene.texture.shape[-2:])) * scene.face_mask
     elif shape == "bars":
         mask = bars_mask(scene.face_mask, area)
+    elif shape == "search":
+        texels_per_mm = scene.texture.shape[-1] / (scene.texture_size_m[0] * 1000)
+        search = {"area": float(area), "cell_px": max(2, int(round(cell_mm * texels_per_mm)))}
+        mask = bars_mask(scene.face_mask, area)        # stands in until the attack's search replaces it
     else:
-        raise PatchError(f"Unknown sticker shape '{shape}'; use 'bars' or give patch.mask_png.")
+        raise PatchError(f"Unknown sticker shape '{shape}'; use 'search', 'bars' or give patch.mask_png.")
     if mask.sum() == 0:
         raise PatchError("The sticker mask covers no texel of the face; check patch.mask_png against "
                          "the scene's face_mask.png.")
-    return StickerPatch(mask, tuple(init_color))
+    return StickerPatch(mask, tuple(init_color), mask_search=search)
 
 
 __all__ = ["PatchError", "StickerPatch", "bars_mask", "mask_from_png", "sticker_for_scene"]

@@ -107,24 +107,34 @@ class MeshRasterizer:
         n = pix.shape[0]
         rows = max(1, self.max_chunk_elems // max(1, n * f * 4))
         neg = torch.tensor(-1e9, dtype=uv.dtype, device=uv.device)
+        # An edge is on the silhouette unless a face drawn in this view shares it.
+        neighbour = edge_neighbours(faces)                                        # F×3, -1 when none
+        open_edge = (neighbour < 0)[None] | ~valid.gather(1, neighbour.clamp(min=0).flatten()[None].expand(b, -1)
+                                                          ).view(b, f, 3)
         for s in range(0, b, rows):
             e = min(b, s + rows)
             lam = (pix @ coef[s:e]).view(e - s, n, f, 4)
-            dist = (lam[..., :3] * to_px[s:e, None]).amin(-1)          # signed distance to each face
-            dist = torch.where(valid[s:e, None, :], dist, neg)
+            edge_px = lam[..., :3] * to_px[s:e, None]                      # distance to each edge's line
+            dist = torch.where(valid[s:e, None, :], edge_px.amin(-1), neg)  # >= 0 inside a face
             inside = dist >= -1e-6
             best, idx = torch.where(inside, lam[..., 3], 0).max(dim=-1)  # nearest = largest 1/z
             hit = best > 0
-            near_d, near_idx = dist.max(dim=-1)                          # nearest face, for uncovered pixels
+            # Silhouette distance of covered pixels: to the winning face's open edges only.
+            win_edges = edge_px.gather(2, idx[..., None, None].expand(-1, -1, 1, 3)).squeeze(2)
+            win_open = open_edge[s:e].gather(1, idx[..., None].expand(-1, -1, 3))
+            d_win = torch.where(win_open, win_edges, float("inf")).amin(-1).clamp(max=1.0)
+            # Uncovered pixels within half a pixel of some face (the line distance bounds the true one).
+            cand = ~hit & (dist.amax(-1) > -0.5)
+            near_idx, near_d = self._exact_nearest(cand, pix, tri_uv[s:e], valid[s:e])
             edge = hit | (near_d > -0.5)
             idx = torch.where(hit, idx, near_idx)
-            d_win = torch.where(hit, dist.gather(2, idx[..., None]).squeeze(-1), near_d)
-            lam_win = lam[..., :3].gather(2, idx[..., None, None].expand(-1, -1, 1, 3)).squeeze(2)
+            d_win = torch.where(hit, d_win, near_d)
+            lam_win = lam[..., :3].gather(2, idx[..., None, None].expand(-1, -1, 1, 3)).squeeze(2).clamp(min=0)
+            lam_win = lam_win / lam_win.sum(-1, keepdim=True).clamp(min=1e-12)
             iz = torch.gather(inv_z[s:e], 1, idx.unsqueeze(-1).expand(-1, -1, 3))
-            persp = lam_win.clamp(min=0) * iz
+            persp = lam_win * iz
+            depth = 1.0 / persp.sum(-1).clamp(min=1e-12)
             persp = persp / persp.sum(-1, keepdim=True).clamp(min=1e-12)
-            depth = 1.0 / (lam_win.clamp(min=0) / lam_win.clamp(min=0).sum(-1, keepdim=True).clamp(min=1e-12)
-                           * iz).sum(-1).clamp(min=1e-12)
             shape = (e - s, y1 - y0, x1 - x0)
             pix_to_face[s:e, y0:y1, x0:x1] = torch.where(edge, idx, -1).view(shape)
             bary[s:e, y0:y1, x0:x1] = torch.where(edge[..., None], persp, 0).view(*shape, 3)
@@ -137,3 +147,40 @@ class MeshRasterizer:
                                (0.5 + edge_dist).clamp(0, 1))
         coverage = torch.where(pix_to_face >= 0, coverage, torch.zeros_like(coverage))
         return Fragments(pix_to_face, bary, zbuf, coverage)
+
+    @staticmethod
+    def _exact_nearest(cand: Tensor, pix: Tensor, tri_uv: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
+        """For candidate pixels (B×N mask), the nearest valid face by true distance to the triangle
+        (not to its edges' lines, which reach far past a sliver's sharp corner). Returns the face
+        index and minus the distance in pixels (-inf for non-candidates)."""
+        bsz, n = cand.shape
+        near_idx = torch.zeros((bsz, n), dtype=torch.long, device=pix.device)
+        near_d = torch.full((bsz, n), -float("inf"), dtype=pix.dtype, device=pix.device)
+        bi, ni = torch.nonzero(cand, as_tuple=True)
+        if len(bi) == 0:
+            return near_idx, near_d
+        p = pix[ni, :2][:, None, None, :]                                  # M×1×1×2
+        a = tri_uv[bi]                                                      # M×F×3×2
+        bvert = a.roll(-1, dims=2)
+        ab = bvert - a
+        t = (((p - a) * ab).sum(-1) / (ab * ab).sum(-1).clamp(min=1e-12)).clamp(0, 1)
+        d = (p - (a + t[..., None] * ab)).norm(dim=-1).amin(-1)           # M×F
+        d = torch.where(valid[bi], d, float("inf"))
+        dmin, fidx = d.min(dim=-1)
+        near_idx[bi, ni] = fidx
+        near_d[bi, ni] = -dmin
+        return near_idx, near_d
+
+
+def edge_neighbours(faces: Tensor) -> Tensor:
+    """F×3: for edge k of each face (opposite corner k), the index of another face sharing it, or -1."""
+    f = faces.shape[0]
+    ends = torch.stack([faces[:, [1, 2]], faces[:, [2, 0]], faces[:, [0, 1]]], dim=1)   # F×3×2
+    lo, hi = ends.amin(-1), ends.amax(-1)
+    keys = (lo * (int(faces.max()) + 1) + hi).flatten()
+    order = keys.argsort()
+    same = keys[order][1:] == keys[order][:-1]
+    neighbour = torch.full((f * 3,), -1, dtype=torch.long, device=faces.device)
+    neighbour[order[:-1][same]] = order[1:][same] // 3
+    neighbour[order[1:][same]] = order[:-1][same] // 3
+    return neighbour.view(f, 3)

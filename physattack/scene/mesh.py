@@ -67,7 +67,7 @@ class Mesh:
     def faces_of(self, names: set[str] | list[str]) -> Tensor:
         """Boolean F mask of the faces whose material name is in ``names``."""
         ids = [i for i, m in enumerate(self.materials) if m.name in set(names)]
-        return torch.isin(self.face_materials, torch.tensor(ids, dtype=torch.long))
+        return torch.isin(self.face_materials, torch.tensor(ids, dtype=torch.long, device=self.face_materials.device))
 
     def to(self, device: torch.device | str) -> "Mesh":
         tensors = {k: getattr(self, k).to(device) for k in

@@ -1,3 +1,6 @@
+import os
+import signal
+
 import pytest
 import torch
 
@@ -23,10 +26,25 @@ def parts(stop_scene):
             "sampler": ViewSampler(background_count=8, jpeg_share=0.0), "palette": load_palette()}
 
 
-def run(parts, signnet, tmp_path, steps, resume=None, seed=0, patch=None):
+class SigtermAfter:
+    """A sampler that sends this process SIGTERM during its n-th draw, as Slurm or a user would."""
+
+    def __init__(self, sampler, n):
+        self.sampler, self.n, self.calls = sampler, n, 0
+
+    def sample(self, n, generator):
+        self.calls += 1
+        if self.calls == self.n:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return self.sampler.sample(n, generator)
+
+
+def run(parts, signnet, tmp_path, steps, resume=None, seed=0, patch=None, sampler=None, search=3):
     patch = patch or sticker_for_scene(parts["scene"])
-    attack = EOTAttack(target="yield", steps=steps, batch_size=6, lr=0.1, checkpoint_every=2)
-    result = attack.run(patch=patch, scene=parts["scene"], pipeline=parts["pipeline"], sampler=parts["sampler"],
+    attack = EOTAttack(target="yield", steps=steps, batch_size=6, lr=0.2, checkpoint_every=2,
+                       mask_search_steps=search)
+    result = attack.run(patch=patch, scene=parts["scene"], pipeline=parts["pipeline"],
+                        sampler=sampler or parts["sampler"],
                         victim=signnet, palette=parts["palette"], generator=torch.Generator().manual_seed(seed),
                         run_dir=tmp_path, resume=resume, progress=False)
     return patch, result
@@ -42,18 +60,21 @@ def mean_target_prob(parts, signnet, patch):
 def test_targeted_attack_raises_the_target_probability(parts, signnet, tmp_path):
     patch = sticker_for_scene(parts["scene"])
     before = mean_target_prob(parts, signnet, patch)
-    patch, result = run(parts, signnet, tmp_path, steps=10, patch=patch)
-    assert result.steps_done == 10 and result.zero_grad_steps == 0
+    patch, result = run(parts, signnet, tmp_path, steps=20, patch=patch, search=10)
+    assert result.steps_done == 20 and result.zero_grad_steps == 0
     after = mean_target_prob(parts, signnet, patch)
     assert after > before + 0.05, (before, after)
     assert (tmp_path / "checkpoint.pt").is_file()
 
 
-def test_resume_continues_to_the_same_patch(parts, signnet, tmp_path):
-    full, _ = run(parts, signnet, tmp_path / "full", steps=4)
-    run(parts, signnet, tmp_path / "part", steps=2)
-    resumed, result = run(parts, signnet, tmp_path / "part2", steps=4, resume=tmp_path / "part", seed=123)
-    assert result.steps_done == 4
+def test_sigterm_stops_cleanly_and_resume_gives_the_bit_identical_patch(parts, signnet, tmp_path):
+    full, _ = run(parts, signnet, tmp_path / "full", steps=5)
+    # the 3 mask-search draws come first, so the 5th draw is optimizer step 2
+    _, stopped = run(parts, signnet, tmp_path / "part", steps=5, sampler=SigtermAfter(parts["sampler"], 5))
+    assert stopped.interrupted and stopped.steps_done == 2
+    resumed, result = run(parts, signnet, tmp_path / "part2", steps=5, resume=tmp_path / "part", seed=123)
+    assert result.steps_done == 5 and not result.interrupted
+    assert torch.equal(full.mask, resumed.mask)
     assert torch.equal(full.logits, resumed.logits)
 
 
