@@ -19,7 +19,7 @@ def run_attack(*, scene, victim, patch, attack, pipeline, sampler, eval_pipeline
     run_dir = Path(run_dir)
     t0 = time.time()
     true_index = victim.label_index(scene.class_name)
-    target_index = attack.label(victim, scene) if attack.objective == "targeted" else None
+    target_index = attack.label(victim, scene) if attack.targeted else None
     generator = torch.Generator().manual_seed(run.seed)
     torch.manual_seed(run.seed)
     result = attack.run(patch=patch, scene=scene, pipeline=pipeline, sampler=sampler, victim=victim,

@@ -59,7 +59,7 @@ class EOTAttack:
                  mask_search_steps: int = 40):
         if objective not in OBJECTIVES:
             raise AttackError(f"Unknown objective '{objective}'; choose one of {sorted(OBJECTIVES)}.")
-        if objective == "targeted" and not target:
+        if OBJECTIVES[objective].targeted and not target:
             raise AttackError("A targeted attack needs attack.target, the label to aim for (e.g. yield).")
         if lr_schedule not in {"cosine", "constant"}:
             raise AttackError(f"attack.lr_schedule must be cosine or constant, not '{lr_schedule}'.")
@@ -68,13 +68,13 @@ class EOTAttack:
         self.checkpoint_every, self.ema, self.mask_search_steps = checkpoint_every, ema, mask_search_steps
         self._stop = False
 
+    @property
+    def targeted(self) -> bool:
+        return OBJECTIVES[self.objective].targeted
+
     def label(self, victim, scene) -> int:
         """The label the objective works with: the target (targeted) or the scene's true class."""
-        return victim.label_index(self.target if self.objective == "targeted" else scene.class_name)
-
-    def succeeded(self, logits: torch.Tensor, label: int) -> torch.Tensor:
-        pred = logits.argmax(1)
-        return pred == label if self.objective == "targeted" else pred != label
+        return victim.label_index(self.target if self.targeted else scene.class_name)
 
     def run(self, *, patch, scene, pipeline, sampler, victim, palette, generator: torch.Generator,
             run_dir: str | Path, tracker=None, resume: str | Path | None = None, progress: bool = True) -> AttackResult:
@@ -104,8 +104,8 @@ class EOTAttack:
                 params = sampler.sample(self.batch_size, generator)
                 texture = patch.apply(base)
                 views = pipeline(scene, texture, params)
-                logits = victim(views.images)
-                adv = objective(logits, label).mean()
+                output = victim(views.images)
+                adv = objective.loss(output, label, views).mean()
                 colors = patch.colors()
                 nps = non_printability_score(colors, palette, patch.mask)
                 tv = total_variation(colors, patch.mask)
@@ -118,7 +118,8 @@ class EOTAttack:
                 opt.step()
                 sched.step()
                 state["step"] += 1
-                success = float(self.succeeded(logits.detach(), label).float().mean())
+                with torch.no_grad():
+                    success = float(objective.success(output, label, views).float().mean())
                 a = self.ema if state["step"] > 1 else 0.0
                 state["ema_success"] = a * state["ema_success"] + (1 - a) * success
                 state["ema_loss"] = loss_v if not math.isfinite(state["ema_loss"]) else \

@@ -24,7 +24,7 @@ def search_sticker_mask(*, scene, pipeline, sampler, victim, objective, label: i
     for _ in range(steps):
         views = pipeline(scene, free.apply(scene.texture), sampler.sample(batch_size, generator))
         delta = free.eps * torch.tanh(free.theta) * free.mask
-        loss = objective(victim(views.images), label).mean() + l1_weight * delta.abs().sum() / face_texels
+        loss = objective.loss(victim(views.images), label, views).mean() + l1_weight * delta.abs().sum() / face_texels
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

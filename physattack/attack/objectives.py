@@ -1,6 +1,14 @@
-"""Objectives: ``(victim_output, label) -> loss per sample``; lower is better for the attacker."""
+"""Objectives: ``loss(victim_output, label, views) -> loss per view`` (lower is better for the
+attacker) and ``success(victim_output, label, views) -> bool per view``.
+
+``label`` is the target's index for targeted objectives and the true class's index otherwise;
+``views`` (RenderedViews) carries the object's masks and boxes, which detector objectives need.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch.nn.functional as F
 from torch import Tensor
@@ -20,4 +28,19 @@ def untargeted(logits: Tensor, true_label: int, margin: float = 5.0) -> Tensor:
     return (true - other.amax(dim=1)).clamp(min=-margin)
 
 
-OBJECTIVES = {"targeted": targeted, "untargeted": untargeted}
+@dataclass(frozen=True)
+class Objective:
+    """A named attack goal: its per-view loss, its per-view success test, and whether its label is
+    a target (``targeted=True``) or the object's true class."""
+
+    loss: Callable[[Any, int, Any], Tensor]
+    success: Callable[[Any, int, Any], Tensor]
+    targeted: bool
+
+
+OBJECTIVES: dict[str, Objective] = {
+    "targeted": Objective(lambda out, label, views: targeted(out, label),
+                          lambda out, label, views: out.argmax(1) == label, targeted=True),
+    "untargeted": Objective(lambda out, label, views: untargeted(out, label),
+                            lambda out, label, views: out.argmax(1) != label, targeted=False),
+}
