@@ -84,62 +84,39 @@ class MeshRasterizer:
         z_a, z_b, z_c = ((k * inv_z).sum(-1) for k in (coef_a, coef_b, coef_c))
         coef = torch.stack([torch.cat([coef_a, z_a[..., None]], -1),
                             torch.cat([coef_b, z_b[..., None]], -1),
-                            torch.cat([coef_c, z_c[..., None]], -1)], dim=1).reshape(b, 3, f * 4)
+                            torch.cat([coef_c, z_c[..., None]], -1)], dim=1)   # B×3×F×4
+        # An edge is on the silhouette unless a face drawn in this view shares it.
+        neighbour = edge_neighbours(faces)                                        # F×3, -1 when none
+        open_edge = (neighbour < 0)[None] | ~valid.gather(1, neighbour.clamp(min=0).flatten()[None].expand(b, -1)
+                                                          ).view(b, f, 3)
 
         pix_to_face = torch.full((b, h, w), -1, dtype=torch.long, device=uv.device)
         bary = torch.zeros((b, h, w, 3), dtype=uv.dtype, device=uv.device)
         zbuf = torch.full((b, h, w), float("inf"), dtype=uv.dtype, device=uv.device)
         edge_dist = torch.full((b, h, w), -1.0, dtype=uv.dtype, device=uv.device)
-        # Only pixels inside the union of the valid faces' bounding boxes (plus the AA margin) are tested.
-        if not valid.any():
-            return Fragments(pix_to_face, bary, zbuf, torch.zeros((b, h, w), dtype=uv.dtype, device=uv.device))
-        lo = torch.where(valid[..., None], tri_uv.amin(2), torch.full_like(tri_uv[:, :, 0], float("inf")))
-        hi = torch.where(valid[..., None], tri_uv.amax(2), torch.full_like(tri_uv[:, :, 0], -float("inf")))
-        x0, y0 = (int(v) for v in lo.flatten(0, 1).amin(0).sub(1).floor().clamp(min=0).tolist())
-        x1, y1 = (int(v) for v in hi.flatten(0, 1).amax(0).add(1).ceil().tolist())
-        x1, y1 = min(x1, w), min(y1, h)
-        if x1 <= x0 or y1 <= y0:
-            return Fragments(pix_to_face, bary, zbuf, torch.zeros((b, h, w), dtype=uv.dtype, device=uv.device))
-        ys = torch.arange(y0, y1, device=uv.device, dtype=uv.dtype) + 0.5
-        xs = torch.arange(x0, x1, device=uv.device, dtype=uv.dtype) + 0.5
-        gy, gx = torch.meshgrid(ys, xs, indexing="ij")
-        pix = torch.stack([gx.flatten(), gy.flatten(), torch.ones_like(gx).flatten()], dim=-1)  # N×3
-        n = pix.shape[0]
-        rows = max(1, self.max_chunk_elems // max(1, n * f * 4))
-        neg = torch.tensor(-1e9, dtype=uv.dtype, device=uv.device)
-        # An edge is on the silhouette unless a face drawn in this view shares it.
-        neighbour = edge_neighbours(faces)                                        # F×3, -1 when none
-        open_edge = (neighbour < 0)[None] | ~valid.gather(1, neighbour.clamp(min=0).flatten()[None].expand(b, -1)
-                                                          ).view(b, f, 3)
-        for s in range(0, b, rows):
-            e = min(b, s + rows)
-            lam = (pix @ coef[s:e]).view(e - s, n, f, 4)
-            edge_px = lam[..., :3] * to_px[s:e, None]                      # distance to each edge's line
-            dist = torch.where(valid[s:e, None, :], edge_px.amin(-1), neg)  # >= 0 inside a face
-            inside = dist >= -1e-6
-            best, idx = torch.where(inside, lam[..., 3], 0).max(dim=-1)  # nearest = largest 1/z
-            hit = best > 0
-            # Silhouette distance of covered pixels: to the winning face's open edges only.
-            win_edges = edge_px.gather(2, idx[..., None, None].expand(-1, -1, 1, 3)).squeeze(2)
-            win_open = open_edge[s:e].gather(1, idx[..., None].expand(-1, -1, 3))
-            d_win = torch.where(win_open, win_edges, float("inf")).amin(-1).clamp(max=1.0)
-            # Uncovered pixels within half a pixel of some face (the line distance bounds the true one).
-            cand = ~hit & (dist.amax(-1) > -0.5)
-            near_idx, near_d = self._exact_nearest(cand, pix, tri_uv[s:e], valid[s:e])
-            edge = hit | (near_d > -0.5)
-            idx = torch.where(hit, idx, near_idx)
-            d_win = torch.where(hit, d_win, near_d)
-            lam_win = lam[..., :3].gather(2, idx[..., None, None].expand(-1, -1, 1, 3)).squeeze(2).clamp(min=0)
-            lam_win = lam_win / lam_win.sum(-1, keepdim=True).clamp(min=1e-12)
-            iz = torch.gather(inv_z[s:e], 1, idx.unsqueeze(-1).expand(-1, -1, 3))
-            persp = lam_win * iz
-            depth = 1.0 / persp.sum(-1).clamp(min=1e-12)
-            persp = persp / persp.sum(-1, keepdim=True).clamp(min=1e-12)
-            shape = (e - s, y1 - y0, x1 - x0)
-            pix_to_face[s:e, y0:y1, x0:x1] = torch.where(edge, idx, -1).view(shape)
-            bary[s:e, y0:y1, x0:x1] = torch.where(edge[..., None], persp, 0).view(*shape, 3)
-            zbuf[s:e, y0:y1, x0:x1] = torch.where(edge, depth, float("inf")).view(shape)
-            edge_dist[s:e, y0:y1, x0:x1] = torch.where(edge, d_win, -1.0).view(shape)
+        # Each view tests only its drawable faces, over their bounding box plus the half-pixel AA margin.
+        for v in range(b):
+            faces_v = torch.nonzero(valid[v]).flatten()
+            if len(faces_v) == 0:
+                continue
+            corners = tri_uv[v, faces_v].reshape(-1, 2)
+            x0, y0 = (int(t) for t in corners.amin(0).sub(1).floor().clamp(min=0).tolist())
+            x1, y1 = (int(t) for t in corners.amax(0).add(1).ceil().tolist())
+            x1, y1 = min(x1, w), min(y1, h)
+            if x1 <= x0 or y1 <= y0:
+                continue
+            ys = torch.arange(y0, y1, device=uv.device, dtype=uv.dtype) + 0.5
+            xs = torch.arange(x0, x1, device=uv.device, dtype=uv.dtype) + 0.5
+            gy, gx = torch.meshgrid(ys, xs, indexing="ij")
+            pix = torch.stack([gx.flatten(), gy.flatten(), torch.ones_like(gx).flatten()], dim=-1)  # N×3
+            out = self._raster_view(pix, coef[v][:, faces_v].reshape(3, -1), to_px[v, faces_v], inv_z[v, faces_v],
+                                    tri_uv[v, faces_v], open_edge[v, faces_v])
+            idx, hit_any, persp, depth, d_win = out
+            shape = (y1 - y0, x1 - x0)
+            pix_to_face[v, y0:y1, x0:x1] = torch.where(hit_any, faces_v[idx], -1).view(shape)
+            bary[v, y0:y1, x0:x1] = torch.where(hit_any[:, None], persp, 0).view(*shape, 3)
+            zbuf[v, y0:y1, x0:x1] = torch.where(hit_any, depth, float("inf")).view(shape)
+            edge_dist[v, y0:y1, x0:x1] = torch.where(hit_any, d_win, -1.0).view(shape)
         covered = edge_dist >= -1e-6
         # Covered pixels beside an uncovered one sit on the silhouette: box-filter coverage there too.
         open_side = torch.nn.functional.max_pool2d((~covered).float()[:, None], 3, 1, 1)[:, 0] > 0
@@ -147,6 +124,40 @@ class MeshRasterizer:
                                (0.5 + edge_dist).clamp(0, 1))
         coverage = torch.where(pix_to_face >= 0, coverage, torch.zeros_like(coverage))
         return Fragments(pix_to_face, bary, zbuf, coverage)
+
+    def _raster_view(self, pix, coef, to_px, inv_z, tri_uv, open_edge):
+        """One view: pixels N×3 (x, y, 1) against its F drawable faces. Returns, per pixel, the face
+        (index into these F), whether any face touches it, perspective-correct barycentrics, depth and
+        the signed silhouette distance."""
+        n, f = pix.shape[0], to_px.shape[0]
+        idx_all, hit_all, persp_all, depth_all, d_all = [], [], [], [], []
+        step = max(1, self.max_chunk_elems // max(1, f * 4))
+        for s in range(0, n, step):
+            p = pix[s:s + step]
+            lam = (p @ coef).view(-1, f, 4)
+            edge_px = lam[..., :3] * to_px                            # distance to each edge's line
+            dist = edge_px.amin(-1)                                   # >= 0 inside the face
+            best, idx = torch.where(dist >= -1e-6, lam[..., 3], 0).max(dim=-1)   # nearest = largest 1/z
+            hit = best > 0
+            # Silhouette distance of covered pixels: to the winning face's open edges only.
+            win_edges = edge_px.gather(1, idx[:, None, None].expand(-1, 1, 3)).squeeze(1)
+            d_win = torch.where(open_edge[idx], win_edges, float("inf")).amin(-1).clamp(max=1.0)
+            # Uncovered pixels within half a pixel of some face (the line distance bounds the true one).
+            cand = ~hit & (dist.amax(-1) > -0.5)
+            near_idx, near_d = self._exact_nearest(cand[None], p, tri_uv[None], torch.ones(1, f, dtype=torch.bool,
+                                                                                              device=p.device))
+            near_idx, near_d = near_idx[0], near_d[0]
+            touch = hit | (near_d > -0.5)
+            idx = torch.where(hit, idx, near_idx)
+            d_win = torch.where(hit, d_win, near_d)
+            lam_win = lam[..., :3].gather(1, idx[:, None, None].expand(-1, 1, 3)).squeeze(1).clamp(min=0)
+            lam_win = lam_win / lam_win.sum(-1, keepdim=True).clamp(min=1e-12)
+            persp = lam_win * inv_z[idx]
+            depth = 1.0 / persp.sum(-1).clamp(min=1e-12)
+            persp = persp / persp.sum(-1, keepdim=True).clamp(min=1e-12)
+            for acc, val in zip((idx_all, hit_all, persp_all, depth_all, d_all), (idx, touch, persp, depth, d_win)):
+                acc.append(val)
+        return tuple(torch.cat(acc) for acc in (idx_all, hit_all, persp_all, depth_all, d_all))
 
     @staticmethod
     def _exact_nearest(cand: Tensor, pix: Tensor, tri_uv: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
