@@ -18,6 +18,7 @@ import torch
 
 from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
 from physattack.render import Renderer
+from physattack.render.pytorch3d import PyTorch3DRasterizer, pytorch3d_available
 from physattack.scene import load_scene
 from physattack.victims import load_signnet
 
@@ -26,8 +27,12 @@ def median_ms(fn, repeats: int) -> float:
     fn()
     times = []
     for _ in range(repeats):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
         t = time.perf_counter()
         fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
     return 1000 * statistics.median(times)
 
@@ -37,11 +42,13 @@ def main() -> None:
     p.add_argument("--views", type=int, default=16)
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--device", default="cpu")
     args = p.parse_args()
-    scene = load_scene("stop_sign")
+    dev = torch.device(args.device)
+    scene = load_scene("stop_sign").to(dev)
     bank = BackgroundBank(16, seed=0)
-    params = ViewSampler(background_count=16).sample(args.views, torch.Generator().manual_seed(0))
-    victim = load_signnet()
+    params = ViewSampler(background_count=16).sample(args.views, torch.Generator().manual_seed(0)).to(dev)
+    victim = load_signnet().to(dev)
 
     def render_step(renderer, effects):
         pipe = ViewPipeline(renderer, bank, (args.size, args.size))
@@ -65,11 +72,19 @@ def main() -> None:
     full = median_ms(render_step(Renderer(), True), args.repeats)
     ssaa = median_ms(render_step(Renderer(supersample=2), False), args.repeats)
     vic = median_ms(victim_step, args.repeats)
+    p3d = None
+    if pytorch3d_available():
+        p3d = median_ms(render_step(Renderer(rasterizer=PyTorch3DRasterizer()), False), args.repeats)
     n = args.views
     print(f"built-in renderer, fwd+bwd:                {render / n:7.2f} ms/view")
     print(f"  + camera effects (blur, noise, JPEG...): {full / n:7.2f} ms/view")
     print(f"2x supersampled reference, fwd+bwd:        {ssaa / n:7.2f} ms/view  "
           f"(built-in is {ssaa / render:.1f}x faster)")
+    if p3d is not None:
+        print(f"PyTorch3D rasterizer + our shader:         {p3d / n:7.2f} ms/view  "
+              f"(built-in is {p3d / render:.1f}x faster)")
+    else:
+        print("PyTorch3D: not installed here, so no comparison")
     print(f"SignNet victim, fwd+bwd on the same views: {vic / n:7.2f} ms/view  "
           f"(renderer+effects = {full / vic:.1f}x the victim)")
 

@@ -6,12 +6,15 @@ and hands them to ``physattack.attack.job.run_attack``.
 
 from __future__ import annotations
 
+import logging
 import sys
+from pathlib import Path
 
 import hydra
 import torch
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -23,6 +26,7 @@ from physattack.errors import InputError
 from physattack.printing import load_palette
 
 RUN_KEYS = [f for f in RunConfig.__dataclass_fields__]
+log = logging.getLogger("physattack")
 
 
 def _available(group: str) -> str:
@@ -42,6 +46,8 @@ def build_and_run(cfg: DictConfig) -> dict:
 
     scene = instantiate(cfg.scene).to(device)
     victim = instantiate(cfg.victim).to(device)
+    if run.channels_last:
+        victim = victim.to(memory_format=torch.channels_last)
     attack = instantiate(cfg.attack)
     victim.label_index(scene.class_name)
     attack.label(victim, scene)
@@ -53,8 +59,11 @@ def build_and_run(cfg: DictConfig) -> dict:
     eval_bank = instantiate(cfg.eot.eval_backgrounds)
     grid = instantiate(cfg.eot.grid, background_count=len(eval_bank), _convert_="all")
     palette = load_palette(cfg.printer.palette)
+    if run.resume is None and (Path(run_dir) / "checkpoint.pt").is_file():
+        run.resume = run_dir                  # a requeued (preempted) job continues where it stopped
+        log.info("resuming from %s/checkpoint.pt", run_dir)
     tracker = instantiate(cfg.logger, dir=run_dir, run_config=OmegaConf.to_container(cfg, resolve=True),
-                          _recursive_=False, _convert_="all")
+                          _recursive_=False, _convert_="all", **tracking_identity(cfg, run.resume))
     try:
         metrics = run_attack(scene=scene, victim=victim, patch=patch, attack=attack,
                              pipeline=ViewPipeline(renderer, bank, size), sampler=sampler,
@@ -70,6 +79,23 @@ def build_and_run(cfg: DictConfig) -> dict:
     return metrics
 
 
+def tracking_identity(cfg: DictConfig, resume: str | None) -> dict:
+    """W&B grouping: one group per sweep, one named job per run, tags from the overrides; and the
+    W&B run to continue when resuming from a checkpoint."""
+    out: dict = {}
+    hc = HydraConfig.get()
+    if hc.mode == RunMode.MULTIRUN:
+        group = cfg.logger.get("group") or "sweep-" + Path(hc.sweep.dir).as_posix().strip("/").replace("/", "-")
+        out.update(group=group, name=f"{group}-{hc.job.num}", tags=[str(o) for o in hc.overrides.task][:64])
+    if resume:
+        ckpt = Path(resume) / "checkpoint.pt" if Path(resume).is_dir() else Path(resume)
+        if ckpt.is_file():
+            out["resume_id"] = torch.load(ckpt, map_location="cpu", weights_only=False).get("wandb_run_id")
+    if cfg.logger.get("_target_", "").endswith("NullTracker"):
+        return {}
+    return out
+
+
 def input_error(exc: BaseException) -> InputError | None:
     """The InputError behind ``exc`` (hydra.utils.instantiate wraps what constructors raise)."""
     while exc is not None:
@@ -80,9 +106,10 @@ def input_error(exc: BaseException) -> InputError | None:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://physattack.conf", config_name="config")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> float | None:
+    """Returns the held-out success rate, the value a Hydra sweeper (e.g. Optuna) optimizes."""
     try:
-        build_and_run(cfg)
+        return build_and_run(cfg)["attack_success_rate"]["rate"]
     except Exception as exc:
         err = input_error(exc)
         if err is None or "submitit" in str(HydraConfig.get().launcher.get("_target_", "")):

@@ -17,6 +17,8 @@ class RunConfig:
         gallery_views: how many grid views the clean-vs-attacked picture shows.
         resume: a run directory or checkpoint.pt to continue from.
         progress: show progress bars.
+        amp: run the victim under bfloat16 autocast (a CUDA speed switch; gradients stay float32).
+        channels_last: feed the victim channels-last images (faster convolutions on CUDA).
     """
 
     seed: int = 0
@@ -26,3 +28,5 @@ class RunConfig:
     gallery_views: int = 16
     resume: str | None = None
     progress: bool = True
+    amp: bool = False
+    channels_last: bool = False

@@ -13,7 +13,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 @pytest.fixture(scope="session")
 def device() -> torch.device:
-    return torch.device("cpu")
+    """CPU, or what PHYSATTACK_TEST_DEVICE names (benchmarks/gpu_check.sh sets cuda)."""
+    return torch.device(os.environ.get("PHYSATTACK_TEST_DEVICE", "cpu"))
 
 
 @pytest.fixture(scope="session")

@@ -10,9 +10,11 @@ from hydra import compose, initialize_config_module
 from hydra.utils import instantiate
 
 from physattack.errors import InputError
+from physattack.render.pytorch3d import pytorch3d_available
 
 CONF = Path(str(resources.files("physattack.conf")))
-OPTIONS = sorted((p.parent.name, p.stem) for p in CONF.glob("*/*.yaml") if p.parent.name != "hydra")
+OPTIONS = sorted((p.parent.name, p.stem) for p in CONF.glob("*/*.yaml") if p.parent.name not in {"hydra", "experiment"})
+EXPERIMENTS = sorted(p.stem for p in CONF.glob("experiment/*.yaml"))
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +44,10 @@ def test_group_option_composes_and_instantiates(hydra_ctx, stop_scene, group, op
     elif group == "eot":
         for key in ("sampler", "backgrounds", "eval_backgrounds", "grid"):
             assert instantiate(node[key], _convert_="all") is not None
+    elif group == "renderer" and option == "pytorch3d" and not pytorch3d_available():
+        with pytest.raises(Exception) as err:
+            instantiate(node)
+        assert isinstance(err.value.__cause__, InputError) and "PyTorch3D" in str(err.value.__cause__)
     elif group == "printer":
         from physattack.printing import load_palette
         assert load_palette(node.palette).shape[1] == 3
@@ -53,3 +59,11 @@ def test_canonical_composition(hydra_ctx):
     cfg = compose(config_name="config", overrides=["+scene=stop_sign", "attack=yield"])
     assert cfg.scene.name_or_path == "stop_sign" and cfg.attack.target == "yield"
     assert cfg.victim._target_.endswith("load_signnet") and cfg.patch._target_.endswith("sticker_for_scene")
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiment_files_compose_with_their_sweeps(hydra_ctx, name):
+    cfg = compose(config_name="config", overrides=["+scene=stop_sign", f"+experiment={name}"],
+                  return_hydra_config=True)
+    assert cfg.hydra.sweeper.params, "an experiment file should sweep something"
+    assert cfg.logger.group == name

@@ -24,7 +24,8 @@ def run_attack(*, scene, victim, patch, attack, pipeline, sampler, eval_pipeline
     torch.manual_seed(run.seed)
     result = attack.run(patch=patch, scene=scene, pipeline=pipeline, sampler=sampler, victim=victim,
                         palette=palette, generator=generator, run_dir=run_dir, tracker=tracker,
-                        resume=run.resume, progress=run.progress)
+                        resume=run.resume, progress=run.progress, amp=run.amp,
+                        channels_last=run.channels_last)
     attack_seconds = time.time() - t0
     patch.load_state_dict(result.best_state)
     with torch.no_grad():

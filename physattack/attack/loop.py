@@ -77,7 +77,8 @@ class EOTAttack:
         return victim.label_index(self.target if self.targeted else scene.class_name)
 
     def run(self, *, patch, scene, pipeline, sampler, victim, palette, generator: torch.Generator,
-            run_dir: str | Path, tracker=None, resume: str | Path | None = None, progress: bool = True) -> AttackResult:
+            run_dir: str | Path, tracker=None, resume: str | Path | None = None, progress: bool = True,
+            amp: bool = False, channels_last: bool = False) -> AttackResult:
         """Optimize ``patch`` in place and return the best state seen (by running success, then loss)."""
         label = self.label(victim, scene)
         objective = OBJECTIVES[self.objective]
@@ -104,7 +105,11 @@ class EOTAttack:
                 params = sampler.sample(self.batch_size, generator)
                 texture = patch.apply(base)
                 views = pipeline(scene, texture, params)
-                output = victim(views.images)
+                images = views.images.contiguous(memory_format=torch.channels_last) if channels_last else views.images
+                with torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=amp):
+                    output = victim(images)
+                if amp and isinstance(output, torch.Tensor):
+                    output = output.float()
                 adv = objective.loss(output, label, views).mean()
                 colors = patch.colors()
                 nps = non_printability_score(colors, palette, patch.mask)
@@ -140,8 +145,8 @@ class EOTAttack:
                     self._save(run_dir / "checkpoint.pt", patch, opt, sched, generator, state, tracker)
         finally:
             bar.close()
-            self._restore_signals(previous)
             self._save(run_dir / "checkpoint.pt", patch, opt, sched, generator, state, tracker)
+            self._restore_signals(previous)
         return AttackResult(best_state=state["best_state"], best_step=state["best_step"], steps_done=state["step"],
                             history=state["history"], interrupted=self._stop, zero_grad_steps=state["zero_grad"])
 
@@ -169,17 +174,24 @@ class EOTAttack:
         torch.set_rng_state(ckpt["torch_rng"])
         return ckpt["state"]
 
-    # -- signals: Ctrl-C and SIGTERM stop after the current step, and the best patch is saved -------
+    # -- signals: Ctrl-C, SIGTERM and SIGUSR2 (Slurm's pre-emption warning) stop after the current
+    # step and the checkpoint is saved; then a handler that was there before (submitit's requeue on
+    # SIGUSR2) still runs.
     def _install_signals(self):
         self._stop = False
+        self._signal = None
         if threading.current_thread() is not threading.main_thread():
             return None
 
         def handler(signum, frame):
-            self._stop = True
-            tqdm.write(f"received signal {signum}: stopping after this step and saving the best patch")
-        return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+            self._stop, self._signal = True, signum
+            tqdm.write(f"received signal {signum}: stopping after this step and saving the checkpoint")
+        sigs = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGUSR2] if hasattr(signal, "SIGUSR2") else [])
+        return {s: signal.signal(s, handler) for s in sigs}
 
     def _restore_signals(self, previous) -> None:
         for s, h in (previous or {}).items():
             signal.signal(s, h)
+        before = (previous or {}).get(self._signal)
+        if self._signal is not None and callable(before) and self._signal != signal.SIGINT:
+            before(self._signal, None)

@@ -142,7 +142,9 @@ class BackgroundBank:
 
     def crops(self, index: Tensor, x: Tensor, y: Tensor, scale: Tensor, size: tuple[int, int]) -> Tensor:
         """B crops: a square of side ``scale`` (share of the image) at position (x, y) in [0, 1]."""
-        imgs = self.images.to(index.device)[index % len(self)]
+        if self.images.device != index.device:
+            self.images = self.images.to(index.device)           # once, not per batch
+        imgs = self.images[index % len(self)]
         b = index.shape[0]
         theta = torch.zeros(b, 2, 3, device=index.device)
         theta[:, 0, 0] = scale
