@@ -39,3 +39,11 @@ def test_two_job_multirun_through_submitit_local(tmp_path):
         offline = list((run / "wandb").glob("offline-run-*"))
         assert offline, f"job {job} logged no W&B run"
     assert sorted(seeds) == [0, 1]
+
+
+def test_optuna_tuning_preset_composes(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    proc = subprocess.run([sys.executable, "-m", "physattack", "+scene=stop_sign", "hydra/sweeper=tune",
+                           "--cfg", "hydra"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "OptunaSweeper" in proc.stdout and "direction: maximize" in proc.stdout and "attack.lr" in proc.stdout
