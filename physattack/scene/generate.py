@@ -13,6 +13,7 @@ import cv2
 import yaml
 
 from physattack.scene.mesh import save_obj
+from physattack.scene.boards import write_board_scene
 from physattack.scene.scene import bundled_scenes_dir
 from physattack.scene.signs import SIGNS, SignDesign, build_mesh, draw_texture
 
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     for design in SIGNS.values():
         print(f"wrote {write_sign_scene(design, args.out)}")
+    print(f"wrote {write_board_scene(args.out)}")
 
 
 if __name__ == "__main__":

@@ -8,11 +8,13 @@ A scene lives in a folder with a ``scene.yaml``::
     face_mask: face_mask.png      # white where a patch may go, in texture space
     texture_size_m: [0.75, 0.75]  # physical width and height that texture u, v in [0, 1] span
     support_materials: [post]     # parts drawn but not counted in the object's box
+    regions:                      # optional named boxes in texture space, (x0, y0, x1, y1) as
+      window: [0.2, 0.3, 0.8, 0.7]  #   shares of the texture's width and height from its top-left
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -46,6 +48,7 @@ class Scene:
     face_mask: Tensor
     texture_size_m: tuple[float, float]
     support_materials: tuple[str, ...] = ()
+    regions: dict = field(default_factory=dict)
 
     @property
     def object_faces(self) -> Tensor:
@@ -54,7 +57,7 @@ class Scene:
 
     def to(self, device: torch.device | str) -> "Scene":
         return Scene(self.name, self.class_name, self.mesh.to(device), self.texture.to(device),
-                     self.face_mask.to(device), self.texture_size_m, self.support_materials)
+                     self.face_mask.to(device), self.texture_size_m, self.support_materials, self.regions)
 
 
 def bundled_scenes_dir() -> Path:
@@ -110,4 +113,5 @@ def load_scene(name_or_path: str | Path) -> Scene:
     w, h = desc["texture_size_m"]
     return Scene(name=desc["name"], class_name=desc["class_name"], mesh=mesh, texture=texture_t,
                  face_mask=mask_t, texture_size_m=(float(w), float(h)),
-                 support_materials=tuple(desc.get("support_materials", ())))
+                 support_materials=tuple(desc.get("support_materials", ())),
+                 regions={k: tuple(float(x) for x in v) for k, v in (desc.get("regions") or {}).items()})
