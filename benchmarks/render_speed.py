@@ -37,6 +37,37 @@ def median_ms(fn, repeats: int) -> float:
     return 1000 * statistics.median(times)
 
 
+def pytorch3d_reference(scene, params, size, dev):
+    """PyTorch3D's own textured Phong renderer on the same mesh, cameras and lights (the reference)."""
+    from pytorch3d.renderer import (DirectionalLights, HardPhongShader, MeshRasterizer, MeshRenderer,
+                                    RasterizationSettings, TexturesUV)
+    from pytorch3d.structures import Meshes
+    from pytorch3d.utils import cameras_from_opencv_projection
+
+    cams = params.cameras(0.75, (size, size))
+    b = len(cams)
+    K = torch.zeros(b, 3, 3, device=dev)
+    K[:, 0, 0] = K[:, 1, 1] = cams.focal_px
+    K[:, :2, 2] = cams.principal_px
+    K[:, 2, 2] = 1
+    p3d_cams = cameras_from_opencv_projection(cams.R, cams.T, K, torch.tensor([[size, size]] * b, device=dev))
+    lights = params.lights()
+    p3d_lights = DirectionalLights(ambient_color=lights.ambient[:, None].expand(-1, 3) * lights.color,
+                                   diffuse_color=lights.diffuse[:, None] * lights.color,
+                                   specular_color=0.1 * lights.color, direction=-lights.direction, device=dev)
+    renderer = MeshRenderer(MeshRasterizer(p3d_cams, RasterizationSettings(image_size=size, bin_size=0)),
+                            HardPhongShader(device=dev, cameras=p3d_cams, lights=p3d_lights))
+    mesh = scene.mesh
+
+    def step():
+        tex = scene.texture.clone().requires_grad_(True)
+        textures = TexturesUV(maps=tex.permute(1, 2, 0)[None].expand(b, -1, -1, -1), faces_uvs=[mesh.face_uvs] * b,
+                              verts_uvs=[mesh.uvs] * b)
+        meshes = Meshes(verts=[mesh.verts] * b, faces=[mesh.faces] * b, textures=textures)
+        renderer(meshes)[..., :3].sum().backward()
+    return step
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--views", type=int, default=16)
@@ -72,15 +103,18 @@ def main() -> None:
     full = median_ms(render_step(Renderer(), True), args.repeats)
     ssaa = median_ms(render_step(Renderer(supersample=2), False), args.repeats)
     vic = median_ms(victim_step, args.repeats)
-    p3d = None
+    p3d = p3d_full = None
     if pytorch3d_available():
         p3d = median_ms(render_step(Renderer(rasterizer=PyTorch3DRasterizer()), False), args.repeats)
+        p3d_full = median_ms(pytorch3d_reference(scene, params, args.size, dev), args.repeats)
     n = args.views
     print(f"built-in renderer, fwd+bwd:                {render / n:7.2f} ms/view")
     print(f"  + camera effects (blur, noise, JPEG...): {full / n:7.2f} ms/view")
     print(f"2x supersampled reference, fwd+bwd:        {ssaa / n:7.2f} ms/view  "
           f"(built-in is {ssaa / render:.1f}x faster)")
     if p3d is not None:
+        print(f"PyTorch3D renderer (HardPhong, TexturesUV): {p3d_full / n:6.2f} ms/view  "
+              f"(built-in is {p3d_full / render:.1f}x faster)")
         print(f"PyTorch3D rasterizer + our shader:         {p3d / n:7.2f} ms/view  "
               f"(built-in is {p3d / render:.1f}x faster)")
     else:
