@@ -11,10 +11,11 @@ from pathlib import Path
 
 import cv2
 import torch
-
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from physattack.errors import InputError
+from physattack.printing.priors import load_palette
 from physattack.scene.scene import Scene
 
 
@@ -23,32 +24,89 @@ class PatchError(InputError):
 
 
 class StickerPatch(nn.Module):
-    """Stickers covering the texels where ``mask`` is 1, colours free in [0, 1] through a sigmoid.
+    """Stickers covering the texels where ``mask`` is 1, colours free in [0, 1] through a sigmoid, or
+    (with ``palette``) chosen among the printer's palette colours.
+
+    With a palette each texel holds logits over the K palette colours; its colour is their softmax at a
+    temperature that ``anneal(progress)`` lowers during the attack (``temperature`` from its first to its
+    second value), and from ``hard_from`` of the way on it is the single most likely palette colour
+    (straight-through: the forward pass is hard, the gradient is the soft assignment's). Outside an
+    attack (after ``anneal(1.0)``, and for a freshly built patch) colours are hard, so the exported
+    patch holds only palette colours.
 
     Args:
         mask: 1×Ht×Wt in {0, 1}, in texture space.
         init_color: starting RGB of the stickers (mid-grey by default).
+        palette: K×3 colours in [0, 1] to constrain the stickers to, or None for free colours.
+        temperature: (start, end) of the soft assignment's temperature.
+        hard_from: share of the attack after which colours are hard.
 
     Shape:
         apply: base texture 3×Ht×Wt -> texture 3×Ht×Wt.
     """
 
     def __init__(self, mask: Tensor, init_color: tuple[float, float, float] = (0.5, 0.5, 0.5),
-                 mask_search: dict | None = None):
+                 mask_search: dict | None = None, palette: Tensor | None = None,
+                 temperature: tuple[float, float] = (1.0, 0.05), hard_from: float = 0.7):
         super().__init__()
         if mask.dim() != 3 or mask.shape[0] != 1:
             raise PatchError(f"A sticker mask must be 1×H×W, got {tuple(mask.shape)}.")
         self.register_buffer("mask", (mask > 0.5).float())
         init = torch.tensor(init_color).clamp(0.02, 0.98).view(3, 1, 1)
-        self.logits = nn.Parameter(torch.logit(init).expand(3, *mask.shape[1:]).clone())
+        if palette is None:
+            self.register_buffer("palette", None)
+            self.logits = nn.Parameter(torch.logit(init).expand(3, *mask.shape[1:]).clone())
+        else:
+            if palette.dim() != 2 or palette.shape[1] != 3 or len(palette) < 2:
+                raise PatchError("A sticker palette must be K×3 colours with K >= 2; check printer.palette.")
+            if not (temperature[0] >= temperature[1] > 0) or not 0 <= hard_from <= 1:
+                raise PatchError("patch.temperature must be (start, end) with start >= end > 0, and patch.hard_from "
+                                 "a share of the attack in [0, 1].")
+            self.register_buffer("palette", palette.float().clone())
+            # Start soft around the palette colours nearest init_color.
+            closeness = -5.0 * ((self.palette - init.view(1, 3)) ** 2).sum(1)
+            self.logits = nn.Parameter(closeness.view(-1, 1, 1).expand(len(palette), *mask.shape[1:]).clone())
+        self.temperature_range, self.hard_from = (float(temperature[0]), float(temperature[1])), float(hard_from)
+        self.temperature = 0.0          # 0: hard palette colours; the attack anneals it (not saved: a schedule)
         self.mask_search = mask_search      # {"area": share of the face, "cell_px": sticker cell side}
 
     def set_mask(self, mask: Tensor) -> None:
         """Replace where the stickers are (after a mask search); colours are kept."""
         self.mask.copy_((mask > 0.5).float().to(self.mask))
 
+    @property
+    def palette_constrained(self) -> bool:
+        return self.palette is not None
+
+    @property
+    def colors_final(self) -> bool:
+        """Whether ``colors()`` are what will be printed (always, unless a palette is still soft)."""
+        return self.palette is None or self.temperature == 0.0
+
+    def anneal(self, progress: float) -> None:
+        """Set the palette temperature for ``progress`` (0 to 1) of the attack; no-op for free colours."""
+        t0, t1 = self.temperature_range
+        share = progress / max(self.hard_from, 1e-9)
+        self.temperature = 0.0 if progress >= self.hard_from else t0 * (t1 / t0) ** share
+
+    def palette_index(self) -> Tensor:
+        """Ht×Wt index of each texel's palette colour (palette patches only)."""
+        return self.logits.argmax(0)
+
     def colors(self) -> Tensor:
-        return torch.sigmoid(self.logits)
+        if self.palette is None:
+            return torch.sigmoid(self.logits)
+        on = self.mask[0] > 0.5                 # only the sticker texels: K×N, not K×H×W
+        logits = self.logits[:, on]
+        if self.temperature > 0:
+            weights = torch.softmax(logits / self.temperature, 0)
+        else:
+            soft = torch.softmax(logits / self.temperature_range[1], 0)
+            hard = F.one_hot(logits.argmax(0), len(self.palette)).T.to(soft)
+            weights = hard + soft - soft.detach()           # straight-through: hard colours, soft gradient
+        out = self.logits.new_zeros(3, *self.logits.shape[1:])
+        out[:, on] = self.palette.T @ weights
+        return out
 
     def apply(self, base_texture: Tensor) -> Tensor:
         return base_texture * (1 - self.mask) + self.colors() * self.mask
@@ -98,7 +156,9 @@ def mask_from_png(path: str | Path, size: tuple[int, int]) -> Tensor:
 
 def sticker_for_scene(scene: Scene, shape: str = "search", area: float = 0.18, cell_mm: float = 45.0,
                       mask_png: str | None = None,
-                      init_color: tuple[float, float, float] = (0.5, 0.5, 0.5)) -> StickerPatch:
+                      init_color: tuple[float, float, float] = (0.5, 0.5, 0.5), colours: str = "free",
+                      palette: str | None = None, temperature: tuple[float, float] = (1.0, 0.05),
+                      hard_from: float = 0.7) -> StickerPatch:
     """Build a sticker patch on ``scene``'s face.
 
     Args:
@@ -107,6 +167,10 @@ def sticker_for_scene(scene: Scene, shape: str = "search", area: float = 0.18, c
             ignored when ``mask_png`` is given.
         area: share of the face the stickers cover.
         cell_mm: side of one square sticker for ``search``, in millimetres on the real sign.
+        colours: ``free`` (any RGB; the attack's non-printability score pulls them towards the palette)
+            or ``palette`` (only the printer palette's colours; see ``StickerPatch``).
+        palette: the palette file for ``colours=palette`` (None: the bundled one).
+        temperature, hard_from: the palette assignment's annealing (``StickerPatch``).
     """
     if area <= 0 or area > 1:
         raise PatchError(f"patch.area must be a share of the face in (0, 1], got {area}.")
@@ -124,7 +188,13 @@ def sticker_for_scene(scene: Scene, shape: str = "search", area: float = 0.18, c
     if mask.sum() == 0:
         raise PatchError("The sticker mask covers no texel of the face; check patch.mask_png against "
                          "the scene's face_mask.png.")
-    return StickerPatch(mask, tuple(init_color), mask_search=search)
+    if colours not in {"free", "palette"}:
+        raise PatchError(f"patch.colours must be free or palette, not '{colours}'.")
+    pal = None
+    if colours == "palette":
+        pal = load_palette(palette)
+    return StickerPatch(mask, tuple(init_color), mask_search=search, palette=pal, temperature=tuple(temperature),
+                        hard_from=hard_from)
 
 
 __all__ = ["PatchError", "StickerPatch", "bars_mask", "mask_from_png", "sticker_for_scene"]

@@ -1,4 +1,4 @@
-"""Printability: the printer's palette, the non-printability score and total variation.
+"""Printability priors: the printer's palette, the non-printability score and total variation.
 
 These priors keep an optimized patch within what a printer can reproduce (colours near the
 palette) and what survives printing and viewing at a distance (no texel-level noise).
@@ -48,11 +48,12 @@ def non_printability_score(colors: Tensor, palette: Tensor, mask: Tensor | None 
         colors: 3×H×W in [0, 1]. palette: K×3. mask: 1×H×W weights (the patch's texels).
     """
     flat = colors.flatten(1).T                                   # N×3
-    dist = torch.cdist(flat, palette.to(flat)).amin(dim=1)       # N
     if mask is None:
-        return dist.mean()
-    w = mask.flatten().to(dist)
-    return (dist * w).sum() / w.sum().clamp(min=1)
+        return torch.cdist(flat, palette.to(flat)).amin(dim=1).mean()
+    w = mask.flatten().to(flat)
+    on = w > 0                                                   # texels of weight 0 cost nothing to skip
+    dist = torch.cdist(flat[on], palette.to(flat)).amin(dim=1)
+    return (dist * w[on]).sum() / w.sum().clamp(min=1)
 
 
 def total_variation(colors: Tensor, mask: Tensor | None = None) -> Tensor:
