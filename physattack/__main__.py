@@ -22,8 +22,13 @@ from physattack.atomic import save_text
 from physattack.attack.job import run_attack
 from physattack.config import RunConfig
 from physattack.eot import ViewPipeline
+from physattack.eot.frames import FrameGrid, FrameSampler
 from physattack.errors import InputError
-from physattack.printing import load_palette
+from physattack.evaluate.protocol import HeldOutRun
+from physattack.evaluate.detection import headline as detection_headline
+from physattack.printing import load_colour_model, load_palette
+from physattack.printing.colour import PhotographedPipeline
+from physattack.printing.export import ExportOptions
 
 RUN_KEYS = [f for f in RunConfig.__dataclass_fields__]
 log = logging.getLogger("physattack")
@@ -49,7 +54,8 @@ def build_and_run(cfg: DictConfig) -> dict:
     if run.channels_last:
         victim = victim.to(memory_format=torch.channels_last)
     attack = instantiate(cfg.attack)
-    victim.label_index(scene.class_name)
+    if attack.needs_true_label:
+        victim.label_index(scene.class_name)
     attack.label(victim, scene)
     patch = instantiate(cfg.patch, scene=scene).to(device)
     renderer = instantiate(cfg.renderer)
@@ -58,7 +64,19 @@ def build_and_run(cfg: DictConfig) -> dict:
     sampler = instantiate(cfg.eot.sampler, background_count=len(bank), _convert_="all")
     eval_bank = instantiate(cfg.eot.eval_backgrounds)
     grid = instantiate(cfg.eot.grid, background_count=len(eval_bank), _convert_="all")
+    if getattr(victim, "is_detector", False):   # a detector sees the sign in context frames (eot/frames.py)
+        sampler, grid, size = FrameSampler(sampler), FrameGrid(grid), (victim.input_size, victim.input_size)
     palette = load_palette(cfg.printer.palette)
+    colour_model = load_colour_model(cfg.printer.model).to(device)
+    export = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ExportOptions), cfg.printer.export))
+    pipeline, eval_pipeline = ViewPipeline(renderer, bank, size), ViewPipeline(renderer, eval_bank, size)
+    if colour_model.has_camera:
+        pipeline, eval_pipeline = PhotographedPipeline(pipeline, colour_model), PhotographedPipeline(eval_pipeline, colour_model)
+    heldout = None                            # the full held-out protocol (conf/evaluation), classifiers only
+    if cfg.get("evaluation") is not None and cfg.evaluation.enabled and not getattr(victim, "is_detector", False):
+        heldout = HeldOutRun(eval_pipeline, instantiate(cfg.evaluation.grid, background_count=len(eval_bank),
+                                                        _convert_="all"),
+                             instantiate(cfg.evaluation.settings, _convert_="all"), ViewPipeline(renderer, eval_bank, size))
     if run.resume is None and (Path(run_dir) / "checkpoint.pt").is_file():
         run.resume = run_dir                  # a requeued (preempted) job continues where it stopped
         log.info("resuming from %s/checkpoint.pt", run_dir)
@@ -66,15 +84,22 @@ def build_and_run(cfg: DictConfig) -> dict:
                           _recursive_=False, _convert_="all", **tracking_identity(cfg, run.resume))
     try:
         metrics = run_attack(scene=scene, victim=victim, patch=patch, attack=attack,
-                             pipeline=ViewPipeline(renderer, bank, size), sampler=sampler,
-                             eval_pipeline=ViewPipeline(renderer, eval_bank, size), grid=grid, palette=palette,
-                             tracker=tracker, run_dir=run_dir, run=run)
+                             pipeline=pipeline, sampler=sampler, eval_pipeline=eval_pipeline, grid=grid,
+                             palette=palette, tracker=tracker, run_dir=run_dir, run=run, colour_model=colour_model,
+                             export=export, heldout=heldout)
     finally:
         tracker.finish()
-    asr, clean = metrics["attack_success_rate"], metrics["clean_accuracy"]
-    print(f"{metrics['attack']}: held-out success {asr['rate']:.1%} (95% CI {asr['ci95'][0]:.1%}-"
-          f"{asr['ci95'][1]:.1%}, {asr['count']}/{asr['n']} clean-correct views); clean accuracy "
-          f"{clean['rate']:.1%} of {clean['n']}; patch covers {metrics['patch_area_fraction']:.1%} of the face.")
+    if metrics.get("attack") == "reprogram":
+        acc, ctl = metrics["task_accuracy"], metrics["random_program_accuracy"]
+        print(f"reprogram: held-out task accuracy {acc['rate']:.1%} (95% CI {acc['ci95'][0]:.1%}-{acc['ci95'][1]:.1%}, "
+              f"{acc['n']} held-out digit views); random program {ctl['rate']:.1%}; chance {metrics['chance']:.1%}.")
+    elif getattr(victim, "is_detector", False):
+        print(detection_headline(metrics))
+    else:
+        asr, clean = metrics["attack_success_rate"], metrics["clean_accuracy"]
+        print(f"{metrics['attack']}: held-out success {asr['rate']:.1%} (95% CI {asr['ci95'][0]:.1%}-"
+              f"{asr['ci95'][1]:.1%}, {asr['count']}/{asr['n']} clean-correct views); clean accuracy "
+              f"{clean['rate']:.1%} of {clean['n']}; patch covers {metrics['patch_area_fraction']:.1%} of the face.")
     print(f"outputs in {run_dir}")
     return metrics
 
@@ -107,9 +132,14 @@ def input_error(exc: BaseException) -> InputError | None:
 
 @hydra.main(version_base="1.3", config_path="pkg://physattack.conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    """Returns the held-out success rate, the value a Hydra sweeper (e.g. Optuna) optimizes."""
+    """Returns the held-out success rate (task accuracy for reprogramming), the value a Hydra sweeper
+    (e.g. Optuna) optimizes."""
     try:
-        return build_and_run(cfg)["attack_success_rate"]["rate"]
+        metrics = build_and_run(cfg)
+        for key in ("attack_success_rate", "task_accuracy"):
+            if isinstance(metrics.get(key), dict):
+                return metrics[key]["rate"]
+        return None
     except Exception as exc:
         err = input_error(exc)
         if err is None or "submitit" in str(HydraConfig.get().launcher.get("_target_", "")):

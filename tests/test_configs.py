@@ -35,12 +35,14 @@ def test_group_option_composes_and_instantiates(hydra_ctx, stop_scene, group, op
     elif group == "logger":
         obj = instantiate(node, dir=str(tmp_path), run_config={"a": {"b": 1}}, _recursive_=False, _convert_="all")
         obj.finish()
-    elif group == "victim" and option != "signnet":
+    elif group == "victim" and option not in {"signnet", "detnet"}:     # the bundled ones load from assets/
         with pytest.raises(Exception) as err:
             instantiate(node)            # no torchvision weights are cached here, and nothing downloads
-        assert isinstance(err.value.__cause__, InputError) and "not on this machine" in str(err.value.__cause__)
-        obj = instantiate(node, random_init=True)
-        assert len(obj.labels) == 1000
+        msg = str(err.value.__cause__)
+        assert isinstance(err.value.__cause__, InputError) and ("not on this machine" in msg or "[yolo]" in msg)
+        if "[yolo]" not in msg:          # the optional YOLO extra, when installed, builds from its YAML
+            obj = instantiate(node, random_init=True)
+            assert len(obj.labels) in (1000, 91, 80)    # ImageNet classifiers, torchvision COCO, YOLO COCO
     elif group == "eot":
         for key in ("sampler", "backgrounds", "eval_backgrounds", "grid"):
             assert instantiate(node[key], _convert_="all") is not None

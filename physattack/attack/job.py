@@ -8,16 +8,31 @@ from pathlib import Path
 import cv2
 import torch
 
+from physattack.attack.reprogram import ReprogramAttack
 from physattack.config import RunConfig
+from physattack.evaluate.detection import report_detection_attack
 from physattack.evaluate.grid import evaluate_on_grid
 from physattack.evaluate.report import write_run_outputs
+from physattack.evaluate.reprogram import report_reprogram
+from physattack.printing.export import ExportOptions, export_patch, free_folder
 
 
 def run_attack(*, scene, victim, patch, attack, pipeline, sampler, eval_pipeline, grid, palette, tracker,
-               run_dir: str | Path, run: RunConfig) -> dict:
-    """Run ``attack`` on ``patch`` and return the metrics written to ``metrics.json``."""
+               run_dir: str | Path, run: RunConfig, colour_model=None, export: ExportOptions | None = None,
+               heldout=None) -> dict:
+    """Run ``attack`` on ``patch`` and return the metrics written to ``metrics.json``.
+
+    ``colour_model`` prints the patch's texels inside the attack and in the held-out evaluation; the
+    export bundle (``export/``: the patch on paper at true size) is written last, with ``export``'s options.
+    ``heldout`` (``physattack.evaluate.protocol.HeldOutRun``) adds the full held-out protocol: per-condition
+    tables, atlas, sanity flags, ``report.md``; its numbers go under ``heldout`` in ``metrics.json``.
+    """
     run_dir = Path(run_dir)
     t0 = time.time()
+    if isinstance(attack, ReprogramAttack):
+        return run_reprogram(scene=scene, victim=victim, patch=patch, attack=attack, pipeline=pipeline,
+                             sampler=sampler, eval_pipeline=eval_pipeline, grid=grid, palette=palette,
+                             tracker=tracker, run_dir=run_dir, run=run, colour_model=colour_model, export=export)
     true_index = victim.label_index(scene.class_name)
     target_index = attack.label(victim, scene) if attack.targeted else None
     generator = torch.Generator().manual_seed(run.seed)
@@ -25,13 +40,23 @@ def run_attack(*, scene, victim, patch, attack, pipeline, sampler, eval_pipeline
     result = attack.run(patch=patch, scene=scene, pipeline=pipeline, sampler=sampler, victim=victim,
                         palette=palette, generator=generator, run_dir=run_dir, tracker=tracker,
                         resume=run.resume, progress=run.progress, amp=run.amp,
-                        channels_last=run.channels_last)
+                        channels_last=run.channels_last, colour_model=colour_model)
     attack_seconds = time.time() - t0
     patch.load_state_dict(result.best_state)
     with torch.no_grad():
         adv_texture = patch.apply(scene.texture)
+        printed = adv_texture if colour_model is None else colour_model.print_patch(adv_texture, patch.mask)
+    if getattr(victim, "is_detector", False):     # detections, not labels: physattack/evaluate/detection.py
+        metrics = report_detection_attack(
+            scene=scene, victim=victim, patch=patch, attack=attack, result=result, adv_texture=adv_texture,
+            eval_texture=printed, eval_pipeline=eval_pipeline, grid=grid, tracker=tracker, run_dir=run_dir, run=run,
+            true_index=true_index, target_index=target_index, started=t0, attack_seconds=attack_seconds)
+        export_patch(free_folder(run_dir / "export"), scene=scene, patch=patch, palette=palette,
+                     colour_model=colour_model, options=export,
+                     source={"run_dir": str(run_dir), "attack": metrics["attack"], "best_step": result.best_step})
+        return metrics
     grid_result, clean_imgs, adv_imgs = evaluate_on_grid(
-        scene, scene.texture, adv_texture, eval_pipeline, victim, grid, true_index, target_index,
+        scene, scene.texture, printed, eval_pipeline, victim, grid, true_index, target_index,
         batch_size=run.eval_batch_size, keep_images=run.gallery_views)
     summary = {
         "scene": scene.name, "true_label": scene.class_name, "true_index": true_index,
@@ -48,6 +73,9 @@ def run_attack(*, scene, victim, patch, attack, pipeline, sampler, eval_pipeline
     paths = write_run_outputs(run_dir, patch=patch, adv_texture=adv_texture.cpu(), result=grid_result,
                               labels=victim.labels, clean_imgs=clean_imgs, adv_imgs=adv_imgs,
                               history=result.history, summary=summary)
+    paths["export"] = free_folder(run_dir / "export")           # a resumed run keeps the earlier bundle
+    export_patch(paths["export"], scene=scene, patch=patch, palette=palette, colour_model=colour_model, options=export,
+                 source={"run_dir": str(run_dir), "attack": summary["attack"], "best_step": result.best_step})
     metrics = {**summary, **grid_result.metrics}
     flat = {"eval/clean_accuracy": metrics["clean_accuracy"]["rate"],
             "eval/attack_success_rate": metrics["attack_success_rate"]["rate"],
@@ -62,4 +90,28 @@ def run_attack(*, scene, victim, patch, attack, pipeline, sampler, eval_pipeline
                       [[c["azimuth_deg"], c["distance_m"], c["lighting"], victim.labels[int(a)], victim.labels[int(b)]]
                        for c, a, b in zip(grid_result.conditions, grid_result.clean_pred, grid_result.adv_pred)])
     tracker.log_artifact(f"patch-{scene.name}", "patch", [paths["patch"], paths["texture"], paths["patch_state"]])
+    if heldout is not None:          # the full held-out protocol: physattack/evaluate/protocol.py
+        metrics.update(heldout.evaluate(scene=scene, victim=victim, adv_texture=printed, summary=summary,
+                                        run_dir=run_dir, tracker=tracker, zero_grad_steps=result.zero_grad_steps,
+                                        steps_done=result.steps_done, batch_size=run.eval_batch_size))
+    return metrics
+
+
+def run_reprogram(*, scene, victim, patch, attack, pipeline, sampler, eval_pipeline, grid, palette, tracker,
+                  run_dir: Path, run: RunConfig, colour_model=None, export: ExportOptions | None = None) -> dict:
+    """Train a reprogramming frame, evaluate it on held-out digits × held-out views, export it."""
+    t0 = time.time()
+    generator = torch.Generator().manual_seed(run.seed)
+    torch.manual_seed(run.seed)
+    result = attack.run(patch=patch, scene=scene, pipeline=pipeline, sampler=sampler, victim=victim,
+                        palette=palette, generator=generator, run_dir=run_dir, tracker=tracker,
+                        resume=run.resume, progress=run.progress, amp=run.amp,
+                        channels_last=run.channels_last, colour_model=colour_model)
+    patch.load_state_dict(result.best_state)
+    metrics = report_reprogram(scene=scene, patch=patch, victim=victim, attack=attack, result=result,
+                               eval_pipeline=eval_pipeline, grid=grid, run_dir=run_dir, tracker=tracker,
+                               batch_size=run.eval_batch_size, colour_model=colour_model, seconds=time.time() - t0)
+    export_patch(free_folder(run_dir / "export"), scene=scene, patch=patch, palette=palette,
+                 colour_model=colour_model, options=export,
+                 source={"run_dir": str(run_dir), "attack": "reprogram", "best_step": result.best_step})
     return metrics

@@ -19,7 +19,7 @@ from tqdm import tqdm
 from physattack.atomic import save_torch
 from physattack.errors import InputError
 from physattack.attack.mask_search import search_sticker_mask
-from physattack.attack.objectives import OBJECTIVES
+from physattack.attack.objectives import DETECTOR_OBJECTIVES, OBJECTIVES, Objective
 from physattack.printing import non_printability_score, total_variation
 
 
@@ -68,20 +68,36 @@ class EOTAttack:
         self.checkpoint_every, self.ema, self.mask_search_steps = checkpoint_every, ema, mask_search_steps
         self._stop = False
 
+    needs_true_label = True     # the victim must know the scene's class (not so for reprogramming)
+
     @property
     def targeted(self) -> bool:
         return OBJECTIVES[self.objective].targeted
 
     def label(self, victim, scene) -> int:
         """The label the objective works with: the target (targeted) or the scene's true class."""
-        return victim.label_index(self.target if self.targeted else scene.class_name)
+        return victim.label_index(self.target if self.objective_for(victim).targeted else scene.class_name)
+
+    def objective_for(self, victim) -> Objective:
+        """This attack's objective in the form ``victim``'s outputs need (detectors have their own)."""
+        if getattr(victim, "is_detector", False):
+            return DETECTOR_OBJECTIVES[self.objective]
+        if self.objective not in {"targeted", "untargeted"} and self.objective in DETECTOR_OBJECTIVES:
+            raise AttackError(f"attack={self.objective} needs a detector victim (victim=detnet or a torchvision "
+                              "detector); this victim is a classifier, so use attack=yield or attack=untargeted.")
+        return OBJECTIVES[self.objective]
 
     def run(self, *, patch, scene, pipeline, sampler, victim, palette, generator: torch.Generator,
             run_dir: str | Path, tracker=None, resume: str | Path | None = None, progress: bool = True,
-            amp: bool = False, channels_last: bool = False) -> AttackResult:
-        """Optimize ``patch`` in place and return the best state seen (by running success, then loss)."""
+            amp: bool = False, channels_last: bool = False, colour_model=None) -> AttackResult:
+        """Optimize ``patch`` in place and return the best state seen (by running success, then loss).
+
+        ``colour_model`` (a ``physattack.printing.ColourModel``) turns the patch's texels into their
+        printed colours before rendering; a patch with ``anneal`` (palette stickers) is annealed by the
+        share of steps done, and only its final (hard) colours can make the best state.
+        """
         label = self.label(victim, scene)
-        objective = OBJECTIVES[self.objective]
+        objective = self.objective_for(victim)
         run_dir = Path(run_dir)
         opt = torch.optim.Adam(patch.parameters(), lr=self.lr)
         sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, self.steps), eta_min=0.05 * self.lr)
@@ -97,20 +113,23 @@ class EOTAttack:
                 batch_size=self.batch_size, generator=generator))
             state["best_state"] = copy.deepcopy(patch.state_dict())
         palette = palette.to(scene.texture.device)
-        base = scene.texture
         previous = self._install_signals()
         bar = tqdm(total=self.steps, initial=state["step"], desc="attack", unit="step", disable=not progress)
         try:
             while state["step"] < self.steps and not self._stop:
-                params = sampler.sample(self.batch_size, generator)
+                params, base, target = self.draw(sampler, generator, scene, label)
+                if hasattr(patch, "anneal"):
+                    patch.anneal(state["step"] / max(1, self.steps))
                 texture = patch.apply(base)
+                if colour_model is not None:
+                    texture = colour_model.print_patch(texture, patch.mask)
                 views = pipeline(scene, texture, params)
                 images = views.images.contiguous(memory_format=torch.channels_last) if channels_last else views.images
                 with torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=amp):
                     output = victim(images)
                 if amp and isinstance(output, torch.Tensor):
                     output = output.float()
-                adv = objective.loss(output, label, views).mean()
+                adv = objective.loss(output, target, views).mean()
                 colors = patch.colors()
                 nps = non_printability_score(colors, palette, patch.mask)
                 tv = total_variation(colors, patch.mask)
@@ -124,13 +143,13 @@ class EOTAttack:
                 sched.step()
                 state["step"] += 1
                 with torch.no_grad():
-                    success = float(objective.success(output, label, views).float().mean())
+                    success = float(objective.success(output, target, views).float().mean())
                 a = self.ema if state["step"] > 1 else 0.0
                 state["ema_success"] = a * state["ema_success"] + (1 - a) * success
                 state["ema_loss"] = loss_v if not math.isfinite(state["ema_loss"]) else \
                     a * state["ema_loss"] + (1 - a) * loss_v
                 key = (round(state["ema_success"], 3), -state["ema_loss"])
-                if key > state["best_key"]:
+                if key > state["best_key"] and getattr(patch, "colors_final", True):
                     state["best_key"], state["best_step"] = key, state["step"]
                     state["best_state"] = copy.deepcopy(patch.state_dict())
                 record = {"step": state["step"], "loss": loss_v, "adv_loss": float(adv.detach()),
@@ -145,10 +164,20 @@ class EOTAttack:
                     self._save(run_dir / "checkpoint.pt", patch, opt, sched, generator, state, tracker)
         finally:
             bar.close()
+            if hasattr(patch, "anneal"):
+                patch.anneal(1.0)
+                if state["best_step"] == 0 and state["step"] > 0:     # stopped before colours were final
+                    state["best_state"], state["best_step"] = copy.deepcopy(patch.state_dict()), state["step"]
             self._save(run_dir / "checkpoint.pt", patch, opt, sched, generator, state, tracker)
             self._restore_signals(previous)
         return AttackResult(best_state=state["best_state"], best_step=state["best_step"], steps_done=state["step"],
                             history=state["history"], interrupted=self._stop, zero_grad_steps=state["zero_grad"])
+
+    def draw(self, sampler, generator: torch.Generator, scene, label):
+        """One step's batch: the views' SceneParams, the base texture(s) the patch goes on, and the
+        objective's label(s). Here every view shows the scene's own texture; a task whose input
+        changes per view (reprogramming) overrides this."""
+        return sampler.sample(self.batch_size, generator), scene.texture, label
 
     # -- checkpoints -------------------------------------------------------------------------------
     def _save(self, path, patch, opt, sched, generator, state, tracker) -> None:

@@ -13,6 +13,8 @@ from typing import Any, Callable
 import torch.nn.functional as F
 from torch import Tensor
 
+from physattack.attack import detection_objectives as det
+
 
 def targeted(logits: Tensor, target: int) -> Tensor:
     """Cross-entropy towards ``target``: make every view read as the target label."""
@@ -43,4 +45,13 @@ OBJECTIVES: dict[str, Objective] = {
                           lambda out, label, views: out.argmax(1) == label, targeted=True),
     "untargeted": Objective(lambda out, label, views: untargeted(out, label),
                             lambda out, label, views: out.argmax(1) != label, targeted=False),
+    "hide": Objective(det.hide, det.hidden, targeted=False),
+    "mislabel": Objective(det.mislabel, det.mislabelled, targeted=True),
+}
+
+#: What each objective means for a detector (``DetectorOutput``): targeted is mislabel, untargeted
+#: takes the true class off the sign's boxes; ``hide`` and ``mislabel`` exist only for detectors.
+DETECTOR_OBJECTIVES: dict[str, Objective] = {
+    "targeted": OBJECTIVES["mislabel"], "mislabel": OBJECTIVES["mislabel"], "hide": OBJECTIVES["hide"],
+    "untargeted": Objective(det.untargeted, det.hidden, targeted=False),
 }

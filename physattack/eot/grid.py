@@ -6,6 +6,7 @@ made with a different seed, and its lighting presets are named conditions rather
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -23,11 +24,30 @@ LIGHTING_PRESETS: dict[str, dict[str, float]] = {
                 "color_temp_k": 3800.0},
 }
 
+# Camera-effect presets of the held-out grid: SceneParams fields each preset sets. "default" keeps the
+# grid's own ``blur_sigma_px`` and ``noise_std`` (and is the only preset of a grid that names none).
+CAMERA_EFFECT_PRESETS: dict[str, dict[str, float]] = {
+    "default": {},
+    "sharp": {"blur_sigma_px": 0.0, "noise_std": 0.0},
+    "defocus": {"blur_sigma_px": 1.2},
+    "motion": {"motion_px": 5.0, "motion_angle_deg": 0.0},
+    "jpeg": {"jpeg_quality": 45.0},
+    "dim": {"exposure": 0.6, "noise_std": 0.035},
+    "bright": {"exposure": 1.35, "contrast": 0.85},
+}
+
 
 @dataclass
 class EvalGrid:
     """Held-out views. Elevation follows from a camera at ``camera_height_m`` looking up at an
-    object mounted at ``mount_height_m``; each view gets a held-out background."""
+    object mounted at ``mount_height_m`` (or is an axis of its own, ``elevation_deg``); each view
+    gets a held-out background.
+
+    The grid is azimuth × distance × lighting presets × ``elevation_deg`` (None: the dashcam's) ×
+    ``camera_effects`` presets (``CAMERA_EFFECT_PRESETS``) × ``backgrounds_per_view`` held-out
+    backgrounds per condition. With the defaults of the last three it is the original
+    azimuth × distance × lighting grid, view for view.
+    """
 
     azimuth_deg: list[float] = field(default_factory=lambda: [-52.5, -37.5, -22.5, -7.5, 7.5, 22.5, 37.5, 52.5])
     distance_m: list[float] = field(default_factory=lambda: [4.0, 7.0, 11.0, 16.0, 22.0])
@@ -41,15 +61,32 @@ class EvalGrid:
     noise_std: float = 0.01
     background_count: int = 24
     seed: int = 1000
+    elevation_deg: list[float] | None = None
+    camera_effects: list[str] = field(default_factory=lambda: ["default"])
+    backgrounds_per_view: int = 1
 
     def __post_init__(self) -> None:
         unknown = [name for name in self.lighting if name not in LIGHTING_PRESETS]
         if unknown:
             raise InputError(f"Unknown lighting preset(s) {unknown}; choose from {sorted(LIGHTING_PRESETS)}.")
+        unknown = [name for name in self.camera_effects if name not in CAMERA_EFFECT_PRESETS]
+        if unknown:
+            raise InputError(f"Unknown camera-effect preset(s) {unknown}; choose from {sorted(CAMERA_EFFECT_PRESETS)}.")
+        if self.backgrounds_per_view < 1:
+            raise InputError("EvalGrid.backgrounds_per_view must be at least 1.")
+
+    def _elevation(self, distance_m: float, elevation_deg: float | None) -> float:
+        if elevation_deg is not None:
+            return float(elevation_deg)
+        return math.degrees(math.atan((self.camera_height_m - self.mount_height_m) / distance_m))
 
     def conditions(self) -> list[dict]:
-        """One dict per view: its azimuth, distance and lighting preset name, in grid order."""
-        return [{"azimuth_deg": a, "distance_m": d, "lighting": li}
+        """One dict per view, in grid order: its azimuth, distance and lighting preset name, and its
+        elevation, camera-effect preset and background repeat (0 … ``backgrounds_per_view`` − 1)."""
+        elevations = self.elevation_deg if self.elevation_deg is not None else [None]
+        return [{"azimuth_deg": a, "distance_m": d, "lighting": li,
+                 "elevation_deg": round(self._elevation(d, el), 2), "effects": fx, "background": b}
+                for fx in self.camera_effects for b in range(self.backgrounds_per_view) for el in elevations
                 for li in self.lighting for d in self.distance_m for a in self.azimuth_deg]
 
     def params(self) -> SceneParams:
@@ -60,20 +97,30 @@ class EvalGrid:
         full = lambda v: torch.full((n,), float(v))  # noqa: E731
         dist = t([c["distance_m"] for c in conds])
         elev = torch.rad2deg(torch.atan((self.camera_height_m - self.mount_height_m) / dist))
+        if self.elevation_deg is not None:
+            elev = t([c["elevation_deg"] for c in conds])
+        fx = lambda key, default: t([CAMERA_EFFECT_PRESETS[c["effects"]].get(key, default) for c in conds])  # noqa: E731
+        # one background per view; the repeats of a condition take consecutive bank images
+        reps = self.backgrounds_per_view
+        inner = n // (len(self.camera_effects) * reps)
+        i = torch.arange(n)
+        bg_order = ((i // (reps * inner)) * inner + i % inner) * reps + torch.tensor([c["background"] for c in conds])
         light = {k: t([LIGHTING_PRESETS[c["lighting"]][k] for c in conds]) for k in LIGHTING_PRESETS["noon"]}
         frame = full(self.frame)
         return SceneParams(
             distance_m=dist, azimuth_deg=t([c["azimuth_deg"] for c in conds]), elevation_deg=elev,
             roll_deg=full(0), frame=frame, shift_x=full(0), shift_y=full(0), **light,
             sensor_px=sensor_pixels(self.object_width_m, dist, frame, self.sensor_focal_px),
-            blur_sigma_px=full(self.blur_sigma_px), motion_px=full(1), motion_angle_deg=full(0),
-            exposure=full(1), contrast=full(1), noise_std=full(self.noise_std), jpeg_quality=full(100),
+            blur_sigma_px=fx("blur_sigma_px", self.blur_sigma_px), motion_px=fx("motion_px", 1),
+            motion_angle_deg=fx("motion_angle_deg", 0), exposure=fx("exposure", 1), contrast=fx("contrast", 1),
+            noise_std=fx("noise_std", self.noise_std), jpeg_quality=fx("jpeg_quality", 100),
             noise_seed=torch.randint(0, 2**31 - 1, (n,), generator=g),
-            background_index=torch.arange(n) % max(1, self.background_count),
+            background_index=bg_order % max(1, self.background_count),
             bg_x=torch.rand(n, generator=g), bg_y=torch.rand(n, generator=g),
             bg_scale=0.5 + 0.5 * torch.rand(n, generator=g),
         )
 
     def __len__(self) -> int:
-        return len(self.azimuth_deg) * len(self.distance_m) * len(self.lighting)
+        return (len(self.azimuth_deg) * len(self.distance_m) * len(self.lighting) * len(self.camera_effects)
+                * self.backgrounds_per_view * (len(self.elevation_deg) if self.elevation_deg is not None else 1))
 

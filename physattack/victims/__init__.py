@@ -1,6 +1,9 @@
-"""Victims: frozen classifiers behind one interface, and the bundled SignNet."""
+"""Victims: frozen classifiers and detectors behind one interface, and the bundled SignNet and DetNet."""
 
 from physattack.victims.base import Classifier, VictimError
+from physattack.victims.detection import Detections, Detector, DetectorOutput
+from physattack.victims.detnet import DetNet, load_detnet
 from physattack.victims.signnet import SignNet, load_signnet
 
-__all__ = ["Classifier", "SignNet", "VictimError", "load_signnet"]
+__all__ = ["Classifier", "DetNet", "Detections", "Detector", "DetectorOutput", "SignNet", "VictimError",
+           "load_detnet", "load_signnet"]

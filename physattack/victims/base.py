@@ -22,12 +22,25 @@ class Classifier(nn.Module):
     """
 
     labels: tuple[str, ...] = ()
+    #: A scene's class name -> the label indices that count as that object (e.g. ImageNet's 919
+    #: "street sign" for ``stop``); names not in it are the victim's own labels. See ``label_set``.
+    label_sets: dict[str, tuple[int, ...]] = {}
 
     def label_index(self, name: str) -> int:
-        """Index of the label called ``name``; a clear error listing the labels when unknown."""
+        """Index of the label called ``name`` (the first of its label set when it has one); a clear
+        error listing the labels when unknown."""
         if name in self.labels:
             return self.labels.index(name)
+        if name in self.label_sets:
+            return self.label_sets[name][0]
         raise VictimError(f"The victim has no label '{name}'; its labels are: {', '.join(self.labels)}.")
+
+    def label_set(self, name: str) -> tuple[int, ...]:
+        """Every label index acceptable for ``name``: clean accuracy means landing in the set,
+        untargeted success means leaving all of it."""
+        if name in self.label_sets:
+            return tuple(self.label_sets[name])
+        return (self.label_index(name),)
 
     def logits(self, images: Tensor) -> Tensor:
         raise NotImplementedError
@@ -47,3 +60,9 @@ def normalize(images: Tensor, mean: tuple[float, ...], std: tuple[float, ...]) -
     m = torch.tensor(mean, device=images.device, dtype=images.dtype).view(1, -1, 1, 1)
     s = torch.tensor(std, device=images.device, dtype=images.dtype).view(1, -1, 1, 1)
     return (images - m) / s
+
+
+def remap_logits(logits: Tensor, label_map: Tensor) -> Tensor:
+    """A task's logits from a victim's: column ``i`` is the victim's logit for the label that means
+    the task's class ``i`` (adversarial reprogramming's label remapping)."""
+    return logits[:, label_map]

@@ -13,6 +13,7 @@ import torchvision
 from torch import Tensor
 
 from physattack.victims.base import Classifier, VictimError, normalize
+from physattack.victims.labels import load_label_sets
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -35,13 +36,16 @@ class TorchvisionClassifier(Classifier):
 
 
 def load_torchvision_classifier(arch: str, weights: str | None = None, weights_enum: str = "DEFAULT",
-                                input_size: int = 224, random_init: bool = False) -> TorchvisionClassifier:
+                                input_size: int = 224, random_init: bool = False,
+                                label_sets: str | dict | None = None) -> TorchvisionClassifier:
     """Build ``torchvision.models.<arch>`` and load its weights without touching the network.
 
     Args:
         arch: e.g. ``resnet50``, ``mobilenet_v3_large``.
         weights: a state-dict file; default: torchvision's cached file for ``weights_enum``.
         random_init: skip the weights (for tests of shapes and gradients only).
+        label_sets: the scene classes' sets of acceptable labels (``imagenet``: the bundled
+            ``assets/imagenet_label_sets.json``; see ``physattack.victims.labels``).
     """
     try:
         builder = torchvision.models.get_model_builder(arch)
@@ -59,4 +63,6 @@ def load_torchvision_classifier(arch: str, weights: str | None = None, weights_e
                               f"{Path(enum.url).name} there or set victim.weights to the file's path.")
         state = torch.load(path, map_location="cpu", weights_only=True)
         model.load_state_dict(state)
-    return TorchvisionClassifier(model, labels, input_size).freeze()
+    victim = TorchvisionClassifier(model, labels, input_size)
+    victim.label_sets = load_label_sets(label_sets, victim.labels)
+    return victim.freeze()

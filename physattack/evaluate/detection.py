@@ -1,0 +1,292 @@
+"""Detector evaluation: the clean and the attacked sign through the same held-out frames.
+
+Per view (one sign, its ground-truth box from the renderer):
+
+- **detected**: a detection of the sign's class with IoU ≥ 0.5 and score ≥ the victim's threshold;
+- **disappeared**: detected clean, not detected attacked (reported over clean-detected views);
+- **mislabelled**: detected clean; attacked, a detection of the target class with IoU ≥ 0.5 and score
+  ≥ threshold, and none of the true class;
+- **vanished**: attacked, no detection of *any* class with IoU ≥ 0.5 and score ≥ threshold.
+
+AP@0.5 of the sign's class over the grid (all detections down to the model's own low threshold,
+greedy matching in score order, all-point interpolated precision, as PASCAL VOC 2010+), clean and
+attacked. Rates carry Wilson intervals as the classifier metrics do.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from torch import Tensor
+from torchvision.ops import box_iou
+
+from physattack.atomic import save_figure, save_json, save_rgb_png
+from physattack.evaluate.metrics import rate
+from physattack.evaluate.plots import success_heatmap, training_curves
+from physattack.evaluate.report import save_patch_png
+from physattack.victims.detection import Detections, best_scores_on_boxes
+
+
+# -- matching and AP: pure functions ---------------------------------------------------------------
+def match_detections(boxes: Tensor, scores: Tensor, labels: Tensor, gt_boxes: Tensor, gt_labels: Tensor,
+                     iou: float = 0.5) -> Tensor:
+    """Which detections are true positives: greedy in descending score, each ground-truth box of the
+    same class taken by at most one detection with IoU ≥ ``iou``. Returns a bool N in input order."""
+    tp = torch.zeros(len(scores), dtype=torch.bool)
+    if len(scores) == 0 or len(gt_boxes) == 0:
+        return tp
+    overlaps = box_iou(boxes.float().cpu(), gt_boxes.float().cpu())
+    same = labels.cpu()[:, None] == gt_labels.cpu()[None, :]
+    overlaps = torch.where(same, overlaps, torch.full_like(overlaps, -1.0))
+    taken = torch.zeros(len(gt_boxes), dtype=torch.bool)
+    for i in scores.cpu().argsort(descending=True, stable=True).tolist():
+        cand = torch.where(taken, torch.full_like(overlaps[i], -1.0), overlaps[i])
+        j = int(cand.argmax())
+        if cand[j] >= iou:
+            tp[i], taken[j] = True, True
+    return tp
+
+
+def average_precision(scores: Tensor, tp: Tensor, n_gt: int) -> float:
+    """All-point interpolated AP: the area under the precision-recall curve made monotone from the
+    right; ``nan`` when there is no ground truth."""
+    if n_gt == 0:
+        return float("nan")
+    if len(scores) == 0:
+        return 0.0
+    order = scores.argsort(descending=True, stable=True)
+    hits = tp[order].float()
+    cum_tp = hits.cumsum(0)
+    precision = cum_tp / torch.arange(1, len(hits) + 1)
+    recall = cum_tp / n_gt
+    precision = torch.cat([torch.zeros(1), precision, torch.zeros(1)])
+    recall = torch.cat([torch.zeros(1), recall, torch.ones(1) * float(recall[-1])])
+    precision = precision.flip(0).cummax(0).values.flip(0)
+    return float(((recall[1:] - recall[:-1]) * precision[1:]).sum())
+
+
+def class_ap(detections: list[Detections], gt_boxes: list[Tensor], gt_labels: list[Tensor], label: int,
+             iou: float = 0.5) -> float:
+    """AP@``iou`` of one class over a set of images."""
+    scores, tps, n_gt = [], [], 0
+    for det, gb, gl in zip(detections, gt_boxes, gt_labels):
+        n_gt += int((gl == label).sum())
+        mine = det.labels.cpu() == label
+        tp = match_detections(det.boxes[mine], det.scores[mine], det.labels[mine], gb, gl, iou)
+        scores.append(det.scores[mine].cpu())
+        tps.append(tp)
+    return average_precision(torch.cat(scores) if scores else torch.zeros(0),
+                             torch.cat(tps) if tps else torch.zeros(0, dtype=torch.bool), n_gt)
+
+
+def detection_metrics(clean_true: Tensor, adv_true: Tensor, adv_target: Tensor | None, adv_any: Tensor,
+                      threshold: float, clean_ap: float, adv_ap: float) -> dict:
+    """Rates over a grid from per-view best scores (of the true class clean and attacked, of the target
+    class attacked, of any class attacked) on the sign's box."""
+    clean_det, adv_det = clean_true >= threshold, adv_true >= threshold
+    out = {
+        "views": int(clean_true.numel()),
+        "score_threshold": threshold,
+        "detection_rate_clean": rate(clean_det),
+        "detection_rate_attacked": rate(adv_det),
+        "disappearance_rate": rate(~adv_det[clean_det]),
+        "vanish_rate": rate((adv_any < threshold)[clean_det]),
+        "ap50_clean": clean_ap,
+        "ap50_attacked": adv_ap,
+    }
+    if adv_target is not None:
+        out["mislabel_rate"] = rate(((adv_target >= threshold) & ~adv_det)[clean_det])
+    return out
+
+
+# -- the grid ---------------------------------------------------------------------------------------
+@dataclass
+class DetectionGridResult:
+    """Per-view outcomes on the grid, in ``grid.conditions()`` order."""
+
+    conditions: list[dict]
+    gt_boxes: Tensor                  # V×4
+    clean: list[Detections]
+    attacked: list[Detections]
+    clean_true: Tensor                # best true-class score on the sign's box, clean
+    adv_true: Tensor
+    adv_target: Tensor | None
+    adv_any: Tensor
+    metrics: dict
+
+
+@torch.no_grad()
+def evaluate_detection_on_grid(scene, clean_texture: Tensor, adv_texture: Tensor, pipeline, victim, grid,
+                               true_label: int, target_label: int | None, batch_size: int = 32,
+                               keep_images: int = 0) -> tuple[DetectionGridResult, Tensor | None, Tensor | None]:
+    """Detect on every grid frame with the clean and the attacked texture.
+
+    Returns the result and (when ``keep_images``) that many clean and attacked frames picked evenly
+    across the grid.
+    """
+    params = grid.params()
+    gt, clean, adv = [], [], []
+    for s in range(0, len(params), batch_size):
+        p = params[s:s + batch_size]
+        c_views = pipeline(scene, clean_texture, p)
+        a_views = pipeline(scene, adv_texture, p)
+        gt.append(c_views.boxes.cpu())
+        clean += [_cpu(d) for d in victim(c_views.images).detections]
+        adv += [_cpu(d) for d in victim(a_views.images).detections]
+    gt_boxes = torch.cat(gt)
+    one = torch.tensor([true_label])
+    clean_true = best_scores_on_boxes(clean, gt_boxes, true_label)
+    adv_true, adv_any = best_scores_on_boxes(adv, gt_boxes, true_label), best_scores_on_boxes(adv, gt_boxes)
+    adv_target = best_scores_on_boxes(adv, gt_boxes, target_label) if target_label is not None else None
+    visible = [(b[2:] > b[:2]).all() for b in gt_boxes]
+    gts = [b[None] if v else torch.zeros(0, 4) for b, v in zip(gt_boxes, visible)]
+    gls = [one if v else torch.zeros(0, dtype=torch.long) for v in visible]
+    metrics = detection_metrics(clean_true, adv_true, adv_target, adv_any, victim.score_threshold,
+                                class_ap(clean, gts, gls, true_label), class_ap(adv, gts, gls, true_label))
+    result = DetectionGridResult(grid.conditions(), gt_boxes, clean, adv, clean_true, adv_true, adv_target,
+                                 adv_any, metrics)
+    if not keep_images:
+        return result, None, None
+    pick = torch.linspace(0, len(params) - 1, keep_images).round().long()
+    sub = params[pick]
+    return result, pipeline(scene, clean_texture, sub).images.cpu(), pipeline(scene, adv_texture, sub).images.cpu()
+
+
+def _cpu(d: Detections) -> Detections:
+    return Detections(d.boxes.detach().cpu(), d.scores.detach().cpu(), d.labels.detach().cpu())
+
+
+# -- pictures ---------------------------------------------------------------------------------------
+def draw_detections(image: Tensor, det: Detections, labels: tuple[str, ...], threshold: float,
+                    gt_box: Tensor | None = None, highlight: int | None = None, scale: int = 2) -> np.ndarray:
+    """One frame with its ground-truth box (thin white) and its detections ≥ ``threshold`` (green for
+    ``highlight``, the sign's true class; orange for any other), each labelled; H×W×3 uint8 RGB."""
+    img = (image.clamp(0, 1).permute(1, 2, 0).cpu().numpy() * 255).round().astype(np.uint8)
+    img = np.ascontiguousarray(cv2.resize(img, None, fx=scale, fy=scale, interpolation=cv2.INTER_NEAREST))
+    if gt_box is not None and float((gt_box[2:] - gt_box[:2]).min()) > 0:
+        x0, y0, x1, y1 = (int(round(float(v) * scale)) for v in gt_box)
+        cv2.rectangle(img, (x0, y0), (x1, y1), (255, 255, 255), 1, cv2.LINE_AA)
+    shown = det.above(threshold)
+    for box, score, lab in zip(shown.boxes.tolist(), shown.scores.tolist(), shown.labels.tolist()):
+        colour = (40, 220, 60) if lab == highlight else (255, 140, 0)
+        x0, y0, x1, y1 = (int(round(v * scale)) for v in box)
+        cv2.rectangle(img, (x0, y0), (x1, y1), colour, 2, cv2.LINE_AA)
+        text = f"{labels[lab][:14]} {score:.2f}"
+        (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, 0.38, 1)
+        ty = max(th + 2, y0 - 2)
+        cv2.rectangle(img, (x0, ty - th - 2), (x0 + tw + 2, ty + 2), colour, -1)
+        cv2.putText(img, text, (x0 + 1, ty), cv2.FONT_HERSHEY_SIMPLEX, 0.38, (0, 0, 0), 1, cv2.LINE_AA)
+    return img
+
+
+def detections_gallery(clean: Tensor, attacked: Tensor, clean_det: list[Detections], adv_det: list[Detections],
+                       gt_boxes: Tensor, labels: tuple[str, ...], threshold: float, true_label: int,
+                       columns: int = 6) -> np.ndarray:
+    """Clean frames above their attacked twins, boxes drawn; H×W×3 uint8 RGB."""
+    tiles = []
+    for img_c, img_a, dc, da, gb in zip(clean, attacked, clean_det, adv_det, gt_boxes):
+        pair = [draw_detections(img_c, dc, labels, threshold, gb, true_label),
+                draw_detections(img_a, da, labels, threshold, gb, true_label)]
+        tiles.append(cv2.copyMakeBorder(np.concatenate(pair, 0), 2, 2, 2, 2, cv2.BORDER_CONSTANT, value=(0, 0, 0)))
+    while len(tiles) % columns:
+        tiles.append(np.zeros_like(tiles[0]))
+    return np.concatenate([np.concatenate(tiles[i:i + columns], 1) for i in range(0, len(tiles), columns)], 0)
+
+
+# -- a whole run's report ---------------------------------------------------------------------------
+def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture, eval_pipeline, grid, tracker,
+                            run_dir: str | Path, run, true_index: int, target_index: int | None,
+                            started: float, attack_seconds: float, eval_texture: Tensor | None = None) -> dict:
+    """Evaluate a finished detector attack on the held-out frames, write its outputs into ``run_dir``
+    and log them; returns the metrics written to ``metrics.json``. ``eval_texture`` is what the
+    held-out frames show (the texture as printed, when a colour model prints it; default ``adv_texture``)."""
+    run_dir = Path(run_dir)
+    grid_result, clean_imgs, adv_imgs = evaluate_detection_on_grid(
+        scene, scene.texture, adv_texture if eval_texture is None else eval_texture, eval_pipeline, victim, grid,
+        true_index, target_index,
+        batch_size=run.eval_batch_size, keep_images=run.gallery_views)
+    m = grid_result.metrics
+    threshold = victim.score_threshold
+    success_key = "mislabel_rate" if target_index is not None else "disappearance_rate"
+    summary = {
+        "scene": scene.name, "true_label": victim.labels[true_index], "true_index": true_index,
+        "attack": f"{attack.objective} -> {attack.target}" if target_index is not None else attack.objective,
+        "target_label": victim.labels[target_index] if target_index is not None else None,
+        "target_index": target_index, "victim": type(victim).__name__,
+        "patch_type": type(patch).__name__, "patch_area_fraction": patch.area_fraction(scene.face_mask),
+        "steps": attack.steps, "steps_done": result.steps_done, "best_step": result.best_step,
+        "interrupted": result.interrupted, "zero_gradient_steps": result.zero_grad_steps,
+        "batch_size": attack.batch_size, "seed": run.seed, "device": run.device,
+        "attack_seconds": round(attack_seconds, 1),
+        "attack_success_rate": m[success_key],
+        "protocol": "detected = a detection of the true class with IoU >= 0.5 and score >= score_threshold; "
+                    "disappearance, vanish and mislabel rates count held-out frames whose clean sign was detected",
+    }
+    out = {"patch": save_patch_png(run_dir / "patch.png", patch.colors(), patch.mask),
+           "texture": save_rgb_png(run_dir / "texture.png", adv_texture.cpu())}
+    torch.save({"patch": patch.state_dict()}, run_dir / ".patch.pt.tmp")
+    (run_dir / ".patch.pt.tmp").replace(run_dir / "patch.pt")
+    if clean_imgs is not None:
+        pick = torch.linspace(0, len(grid_result.conditions) - 1, len(clean_imgs)).round().long().tolist()
+        gallery = detections_gallery(clean_imgs, adv_imgs, [grid_result.clean[i] for i in pick],
+                                     [grid_result.attacked[i] for i in pick], grid_result.gt_boxes[pick],
+                                     victim.labels, threshold, true_index)
+        out["views"] = save_rgb_png(run_dir / "views.png", gallery)
+    clean_det = grid_result.clean_true >= threshold
+    success = grid_result.adv_true < threshold
+    if target_index is not None:
+        success &= grid_result.adv_target >= threshold
+    fig = success_heatmap(grid_result.conditions, success.float(), clean_det.float(),
+                          f"{summary['attack']} success on held-out frames (clean-detected frames only)")
+    out["heatmap"] = save_figure(run_dir / "heatmap.png", fig)
+    plt.close(fig)
+    fig = success_heatmap(grid_result.conditions, clean_det.float(), torch.ones_like(clean_det, dtype=torch.float),
+                          f"clean {summary['true_label']} detection rate on held-out frames")
+    out["clean_heatmap"] = save_figure(run_dir / "clean_heatmap.png", fig)
+    plt.close(fig)
+    if result.history:
+        fig = training_curves(result.history)
+        out["training"] = save_figure(run_dir / "training.png", fig)
+        plt.close(fig)
+    per_view = [{**c, "gt_box": b.tolist(), "clean_score": float(ct), "attacked_score": float(at),
+                 "attacked_any_class_score": float(aa),
+                 **({"attacked_target_score": float(grid_result.adv_target[i])} if target_index is not None else {})}
+                for i, (c, b, ct, at, aa) in enumerate(zip(grid_result.conditions, grid_result.gt_boxes,
+                                                           grid_result.clean_true, grid_result.adv_true,
+                                                           grid_result.adv_any))]
+    summary["total_seconds"] = round(time.time() - started, 1)
+    metrics = {**summary, **m}
+    out["metrics"] = save_json(run_dir / "metrics.json", {**metrics, "per_view": per_view})
+    flat = {"eval/detection_rate_clean": m["detection_rate_clean"]["rate"],
+            "eval/detection_rate_attacked": m["detection_rate_attacked"]["rate"],
+            "eval/disappearance_rate": m["disappearance_rate"]["rate"], "eval/vanish_rate": m["vanish_rate"]["rate"],
+            "eval/ap50_clean": m["ap50_clean"], "eval/ap50_attacked": m["ap50_attacked"],
+            "eval/patch_area_fraction": summary["patch_area_fraction"]}
+    if "mislabel_rate" in m:
+        flat["eval/mislabel_rate"] = m["mislabel_rate"]["rate"]
+    tracker.summary(flat)
+    tracker.log(flat)
+    images = {k: cv2.cvtColor(cv2.imread(str(out[k]), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+              for k in ("views", "heatmap", "clean_heatmap", "texture") if k in out}
+    tracker.log_images({f"eval/{k}": v for k, v in images.items()})
+    tracker.log_table("eval/per_view", ["azimuth_deg", "distance_m", "lighting", "clean_score", "attacked_score"],
+                      [[c["azimuth_deg"], c["distance_m"], c["lighting"], float(a), float(b)]
+                       for c, a, b in zip(grid_result.conditions, grid_result.clean_true, grid_result.adv_true)])
+    tracker.log_artifact(f"patch-{scene.name}", "patch", [out["patch"], out["texture"], run_dir / "patch.pt"])
+    return metrics
+
+
+def headline(metrics: dict) -> str:
+    """One line for the terminal: detection clean -> attacked, the objective's success, AP, area."""
+    c, a, s = metrics["detection_rate_clean"], metrics["detection_rate_attacked"], metrics["attack_success_rate"]
+    return (f"{metrics['attack']}: held-out {metrics['true_label']} detection rate {c['rate']:.1%} clean -> "
+            f"{a['rate']:.1%} attacked (of {c['n']} frames, score >= {metrics['score_threshold']:g}); success "
+            f"{s['rate']:.1%} (95% CI {s['ci95'][0]:.1%}-{s['ci95'][1]:.1%}, {s['count']}/{s['n']} clean-detected "
+            f"frames); AP@0.5 {metrics['ap50_clean']:.3f} -> {metrics['ap50_attacked']:.3f}; patch covers "
+            f"{metrics['patch_area_fraction']:.1%} of the face.")

@@ -1,0 +1,300 @@
+"""What the held-out protocol leaves for people: heatmaps, the worst views, a Markdown report, W&B.
+
+Files (in the run directory): ``heldout_azimuth_distance.png``, ``heldout_lighting_distance.png``,
+``heldout_conditions.png`` (success and clean accuracy per value of every grid axis, with Wilson
+intervals), ``worst_views.png``, ``atlas.png`` (when an atlas was built), ``report.md``; the numbers
+go into ``metrics.json`` under ``heldout`` (with ``sanity`` and ``atlas``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+from physattack.atomic import save_figure, save_json, save_rgb_png, save_text  # noqa: E402
+from physattack.evaluate.heldout import HeldOutResult, worst_views  # noqa: E402
+from physattack.evaluate.plots import views_gallery  # noqa: E402
+
+
+def pair_heatmap(conditions: list[dict], success: Tensor, valid: Tensor, x_key: str, y_key: str, title: str):
+    """Success over ``x_key`` × ``y_key`` (averaged over every other axis), over valid views only; a
+    second panel shows how many valid views each cell holds. Cells without a valid view are grey."""
+    xs = sorted({c[x_key] for c in conditions}, key=str if not _numeric(conditions, x_key) else float)
+    ys = sorted({c[y_key] for c in conditions}, key=str if not _numeric(conditions, y_key) else float)
+    hits, counts = np.zeros((len(ys), len(xs))), np.zeros((len(ys), len(xs)))
+    for c, s, v in zip(conditions, success.tolist(), valid.tolist()):
+        i, j = ys.index(c[y_key]), xs.index(c[x_key])
+        counts[i, j] += v
+        hits[i, j] += s * v
+    grid = np.where(counts > 0, hits / np.maximum(counts, 1), np.nan)
+    fig, axes = plt.subplots(1, 2, figsize=(4 + 0.55 * len(xs) * 2, 3.4))
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey")
+    for ax, data, label, vmax in ((axes[0], grid, "success", 1), (axes[1], counts, "valid views", max(1, counts.max()))):
+        im = ax.imshow(data, vmin=0, vmax=vmax, cmap=cmap if label == "success" else "Greys", origin="lower", aspect="auto")
+        ax.set_xticks(range(len(xs)), [_fmt(x) for x in xs], fontsize=7, rotation=45)
+        ax.set_yticks(range(len(ys)), [_fmt(y) for y in ys], fontsize=7)
+        ax.set_xlabel(x_key)
+        ax.set_ylabel(y_key)
+        ax.set_title(label, fontsize=9)
+        fig.colorbar(im, ax=ax, shrink=0.8)
+        if label == "success":
+            for i in range(len(ys)):
+                for j in range(len(xs)):
+                    if counts[i, j] > 0:
+                        ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=6,
+                                color="white" if grid[i, j] < 0.6 else "black")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _numeric(conditions, key) -> bool:
+    return all(isinstance(c[key], (int, float)) for c in conditions)
+
+
+def _fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, (int, float)) else str(v)
+
+
+def conditions_figure(tables: dict[str, list[dict]], title: str):
+    """One panel per grid axis: conditional success and clean accuracy per value, with 95 % Wilson bars."""
+    names = list(tables)
+    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(3.6 * max(1, len(names)), 3.2), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        rows = tables[name]
+        x = np.arange(len(rows))
+        for key, colour, dx in (("attack_success_rate", "tab:red", -0.15), ("clean_accuracy", "tab:blue", 0.15)):
+            r = np.array([row[key]["rate"] if row[key]["n"] else np.nan for row in rows])
+            lo = np.array([row[key]["ci95"][0] for row in rows])
+            hi = np.array([row[key]["ci95"][1] for row in rows])
+            ax.errorbar(x + dx, r, yerr=[np.clip(np.nan_to_num(r - lo), 0, None), np.clip(np.nan_to_num(hi - r), 0, None)], fmt="o", color=colour,
+                        capsize=2, ms=3, label=key.replace("_", " "))
+        ax.set_xticks(x, [_fmt(row["value"]) for row in rows], fontsize=7, rotation=45)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(name, fontsize=9)
+    axes[0][0].legend(fontsize=7, loc="lower left")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _label(labels, probs: Tensor) -> list[str]:
+    return [f"{labels[int(p.argmax())]} {float(p.max()):.2f}" for p in probs]
+
+
+def worst_views_image(scene, clean_texture, adv_texture, pipeline, grid, result: HeldOutResult, labels, k: int) -> np.ndarray | None:
+    """Two galleries stacked: the victim's worst views (the patch hurts most), then the attack's worst."""
+    picks = worst_views(result, k)
+    params = grid.params()
+    parts = []
+    for name in ("victim", "attack"):
+        idx = picks[name]
+        if not idx:
+            continue
+        sub = params[torch.tensor(idx)]
+        with torch.no_grad():
+            c = pipeline(scene, clean_texture, sub).images.cpu()
+            a = pipeline(scene, adv_texture, sub).images.cpu()
+        g = views_gallery(c, a, _label(labels, result.clean_probs[idx]), _label(labels, result.adv_probs[idx]),
+                          columns=min(8, len(idx)))
+        title = "patch hurts most (lowest true-class confidence)" if name == "victim" else "attack weakest"
+        head = np.full((22, g.shape[1], 3), 30, np.uint8)
+        cv2.putText(head, title, (4, 15), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (255, 255, 255), 1, cv2.LINE_AA)
+        parts.append(np.concatenate([head, g], 0))
+    if not parts:
+        return None
+    width = max(p.shape[1] for p in parts)
+    parts = [np.pad(p, ((0, 0), (0, width - p.shape[1]), (0, 0))) for p in parts]
+    return np.concatenate(parts, 0)
+
+
+def atlas_image(scene, pipeline, atlas, samples, probs: Tensor, labels, per_region: int = 4, max_regions: int = 6) -> np.ndarray | None:
+    """A row of example renders per failing region, each labelled with what the victim read."""
+    from physattack.evaluate.atlas import render_samples
+
+    rows = []
+    for region in atlas.regions[:max_regions]:
+        idx = region.examples[:per_region]
+        if not idx:
+            continue
+        with torch.no_grad():
+            imgs = render_samples(scene, scene.texture, pipeline, samples[torch.tensor(idx)]).cpu()
+        tiles = []
+        for img, p in zip(imgs, probs[idx]):
+            t = (img.clamp(0, 1).permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
+            t = cv2.resize(t, None, fx=2, fy=2, interpolation=cv2.INTER_NEAREST)
+            t = cv2.copyMakeBorder(t, 0, 18, 0, 0, cv2.BORDER_CONSTANT, value=(20, 20, 20))
+            cv2.putText(t, f"{labels[int(p.argmax())][:16]} {float(p.max()):.2f}", (3, t.shape[0] - 5),
+                        cv2.FONT_HERSHEY_SIMPLEX, 0.38, (255, 230, 60), 1, cv2.LINE_AA)
+            tiles.append(cv2.copyMakeBorder(t, 2, 2, 2, 2, cv2.BORDER_CONSTANT, value=(0, 0, 0)))
+        while len(tiles) < per_region:
+            tiles.append(np.zeros_like(tiles[0]))
+        row = np.concatenate(tiles, 1)
+        head = np.full((20, row.shape[1], 3), 30, np.uint8)
+        cv2.putText(head, f"{region.name[:70]}  acc {region.accuracy:.2f} (n={region.n})", (4, 14),
+                    cv2.FONT_HERSHEY_SIMPLEX, 0.4, (255, 255, 255), 1, cv2.LINE_AA)
+        rows.append(np.concatenate([head, row], 0))
+    return np.concatenate(rows, 0) if rows else None
+
+
+def atlas_bins_figure(atlas):
+    """Clean accuracy per bin of every searched axis (one-factor samples), with Wilson intervals."""
+    names = list(atlas.bins)
+    cols = min(5, max(1, len(names)))
+    nrows = (len(names) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), squeeze=False)
+    for ax in axes.flat[len(names):]:
+        ax.axis("off")
+    for ax, name in zip(axes.flat, names):
+        rows = atlas.bins[name]
+        mid = [(r["low"] + r["high"]) / 2 for r in rows]
+        acc = np.array([r["accuracy"] if r["accuracy"] is not None else np.nan for r in rows])
+        lo = np.array([r["ci95"][0] for r in rows])
+        hi = np.array([r["ci95"][1] for r in rows])
+        ax.errorbar(mid, acc, yerr=[np.clip(np.nan_to_num(acc - lo), 0, None), np.clip(np.nan_to_num(hi - acc), 0, None)], fmt="o-", ms=3, capsize=2)
+        ax.axhline(atlas.max_accuracy, color="tab:red", lw=0.8, ls="--")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(name, fontsize=9)
+        if atlas.axes[name].log:
+            ax.set_xscale("log")
+    fig.suptitle(f"clean '{atlas.true_label}' accuracy per axis (dashed: region threshold)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _pct(r: dict) -> str:
+    if not r["n"]:
+        return "n/a (0 views)"
+    return f"{r['rate']:.1%} [{r['ci95'][0]:.1%}, {r['ci95'][1]:.1%}] ({r['count']}/{r['n']})"
+
+
+def atlas_markdown(atlas: dict, heading: str = "## Natural-failure atlas (clean sign, no patch)") -> list[str]:
+    """The atlas's regions as Markdown lines (``atlas``: ``Atlas.to_dict()``)."""
+    lines = [heading, "",
+             f"{atlas['samples']} one-/two-factor samples; clean accuracy {atlas['clean_accuracy']:.1%}; "
+             f"confident failures (wrong with p ≥ {atlas['confidence']}) {atlas['confident_failure_rate']:.1%}.", ""]
+    if atlas["regions"]:
+        lines += ["| region | n | clean accuracy [95 %] | confident failures | read as | mean wrong confidence |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {r['name']} | {r['n']} | {r['accuracy']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] | "
+                  f"{r['confident_failures']} | {r['top_wrong_label']} | {r['mean_wrong_confidence']:.2f} |"
+                  for r in atlas["regions"]]
+    else:
+        lines.append(f"No region with clean accuracy below {atlas['max_accuracy']:.0%} was found.")
+    return lines + [""]
+
+
+def markdown_report(summary: dict, heldout: dict, sanity: list[dict], atlas: dict | None, files: dict[str, str]) -> str:
+    """A short report a reviewer can read in a minute."""
+    lines = [f"# Held-out evaluation: {summary.get('attack', '')} on {summary.get('scene', '')}", ""]
+    lines += [f"Victim `{summary.get('victim', '')}`; true label set {heldout['true_label_set']}"
+              + (f", target set {heldout['target_label_set']}" if heldout.get("target_label_set") else "")
+              + f"; {heldout['views']} held-out views (grid axes: "
+              + ", ".join(f"{k} ×{len(v)}" for k, v in heldout["grid_axes"].items() if v) + ").", ""]
+    lines += ["| measure | rate [95 % Wilson] (count/n) |", "|---|---|",
+              f"| clean accuracy | {_pct(heldout['clean_accuracy'])} |",
+              f"| attack success, clean-correct views (RP2) | {_pct(heldout['attack_success_rate'])} |",
+              f"| attack success, all views | {_pct(heldout['attack_success_rate_unconditional'])} |",
+              f"| attacked accuracy | {_pct(heldout['attacked_accuracy'])} |"]
+    if "mean_target_confidence" in heldout:
+        lines.append(f"| mean target confidence | {heldout['mean_target_confidence']:.3f} |")
+    free = heldout["free_successes"]
+    lines += [f"| success outside natural-failure regions | {_pct(free['attack_success_rate_outside_atlas'])} |", "",
+              f"Free successes: {free['free_clean_wrong']} on views the clean sign already failed, "
+              f"{free['free_atlas_region']} on clean-correct views inside atlas failure regions "
+              f"({free['views_in_atlas_regions']} grid views lie in such regions), of {free['successes']} successes.", ""]
+    raised = [f for f in sanity if f["raised"]]
+    lines += ["## Sanity flags", ""]
+    lines += [f"- **{f['name']}**: {f['message']}" for f in raised] or ["- none raised"]
+    lines += [f"- checked, not raised: {', '.join(f['name'] for f in sanity if not f['raised'])}", ""]
+    lines += ["## Per condition (success over clean-correct views; clean accuracy)", ""]
+    for axis, rows in heldout["per_condition"].items():
+        lines += [f"**{axis}**", "", "| value | views | clean accuracy | success (RP2) | success (all) |", "|---|---|---|---|---|"]
+        lines += [f"| {_fmt(r['value'])} | {r['views']} | {_pct(r['clean_accuracy'])} | {_pct(r['attack_success_rate'])} | "
+                  f"{_pct(r['attack_success_rate_unconditional'])} |" for r in rows]
+        lines.append("")
+    if atlas is not None:
+        lines += atlas_markdown(atlas)
+    lines += ["## Files", ""] + [f"- `{name}`: {path}" for name, path in files.items()] + [""]
+    return "\n".join(lines)
+
+
+def write_heldout_outputs(run_dir: str | Path, *, scene, clean_texture, adv_texture, pipeline, grid, victim,
+                          result: HeldOutResult, heldout: dict, sanity: list[dict], summary: dict,
+                          atlas=None, atlas_samples=None, atlas_probs=None, atlas_pipeline=None, worst: int = 8,
+                          tracker=None) -> dict[str, Path]:
+    """Write the held-out protocol's pictures, ``report.md`` and the ``heldout``/``sanity``/``atlas``
+    keys of ``metrics.json`` (merged into what is there); log the same to ``tracker``."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Path] = {}
+    valid = result.clean_correct.float()
+    what = summary.get("attack", "attack")
+    for x, y, name in (("azimuth_deg", "distance_m", "heldout_azimuth_distance"),
+                       ("lighting", "distance_m", "heldout_lighting_distance")):
+        fig = pair_heatmap(result.conditions, result.success.float(), valid, x, y,
+                           f"{what}: held-out success, clean-correct views")
+        out[name] = save_figure(run_dir / f"{name}.png", fig)
+        plt.close(fig)
+    if heldout["per_condition"]:
+        fig = conditions_figure(heldout["per_condition"], f"{what}: per held-out condition")
+        out["heldout_conditions"] = save_figure(run_dir / "heldout_conditions.png", fig)
+        plt.close(fig)
+    img = worst_views_image(scene, clean_texture, adv_texture, pipeline, grid, result, victim.labels, worst)
+    if img is not None:
+        out["worst_views"] = save_rgb_png(run_dir / "worst_views.png", img)
+    atlas_dict = atlas.to_dict() if atlas is not None else None
+    if atlas is not None and atlas_samples is not None:
+        img = atlas_image(scene, atlas_pipeline or pipeline, atlas, atlas_samples, atlas_probs, victim.labels)
+        if img is not None:
+            out["atlas"] = save_rgb_png(run_dir / "atlas.png", img)
+        fig = atlas_bins_figure(atlas)
+        out["atlas_bins"] = save_figure(run_dir / "atlas_bins.png", fig)
+        plt.close(fig)
+    files = {k: p.name for k, p in out.items()}
+    out["report"] = save_text(run_dir / "report.md", markdown_report(summary, heldout, sanity, atlas_dict, files))
+    metrics_path = run_dir / "metrics.json"
+    metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else dict(summary)
+    per_view = [{**c, "clean": victim.labels[int(cp)], "attacked": victim.labels[int(ap)],
+                 "clean_correct": bool(ok), "success": bool(s), "in_atlas_region": bool(r),
+                 "patch_visible_share": round(float(v), 4)}
+                for c, cp, ap, ok, s, r, v in zip(result.conditions, result.clean_pred, result.adv_pred,
+                                                   result.clean_correct, result.success, result.in_atlas_region,
+                                                   result.patch_visible)]
+    metrics.update({"heldout": {**heldout, "per_view": per_view}, "sanity": sanity, "atlas": atlas_dict})
+    out["metrics"] = save_json(metrics_path, metrics)
+    if tracker is not None:
+        _log(tracker, heldout, sanity, per_view, out)
+    return out
+
+
+def _log(tracker, heldout: dict, sanity: list[dict], per_view: list[dict], paths: dict[str, Path]) -> None:
+    flat = {"heldout/clean_accuracy": heldout["clean_accuracy"]["rate"],
+            "heldout/attack_success_rate": heldout["attack_success_rate"]["rate"],
+            "heldout/attack_success_rate_unconditional": heldout["attack_success_rate_unconditional"]["rate"],
+            "heldout/attack_success_rate_outside_atlas":
+                heldout["free_successes"]["attack_success_rate_outside_atlas"]["rate"],
+            **{f"sanity/{f['name']}": int(f["raised"]) for f in sanity}}
+    if "mean_target_confidence" in heldout:
+        flat["heldout/mean_target_confidence"] = heldout["mean_target_confidence"]
+    tracker.summary(flat)
+    tracker.log(flat)
+    images = {f"heldout/{k}": cv2.cvtColor(cv2.imread(str(p), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+              for k, p in paths.items() if p.suffix == ".png"}
+    tracker.log_images(images)
+    columns = ["azimuth_deg", "elevation_deg", "distance_m", "lighting", "effects", "background", "clean", "attacked",
+               "clean_correct", "success", "in_atlas_region"]
+    tracker.log_table("heldout/per_view", columns, [[v.get(c) for c in columns] for v in per_view])
+    rows = [[axis, _fmt(r["value"]), r["views"], r["clean_accuracy"]["rate"], r["attack_success_rate"]["rate"],
+             r["attack_success_rate_unconditional"]["rate"]] for axis, rs in heldout["per_condition"].items() for r in rs]
+    tracker.log_table("heldout/per_condition", ["axis", "value", "views", "clean_accuracy", "attack_success_rate",
+                                                "attack_success_rate_unconditional"], rows)

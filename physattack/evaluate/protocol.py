@@ -1,0 +1,144 @@
+"""The full held-out evaluation of one attack: protocol grid, natural-failure atlas, sanity flags,
+report. Run at the end of every attack (``physattack.attack.job``) and by
+``python -m physattack.evaluate run_dir=<run>``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from physattack.errors import InputError
+from physattack.evaluate.atlas import Atlas, build_atlas
+from physattack.evaluate.heldout import evaluate_heldout, heldout_metrics
+from physattack.evaluate.heldout_report import write_heldout_outputs
+from physattack.evaluate.sanity import SanityThresholds, sanity_flags
+
+log = logging.getLogger("physattack.evaluate")
+
+
+@dataclass
+class HeldOutSettings:
+    """How the full held-out evaluation runs (``conf/evaluation/default.yaml``).
+
+    Args:
+        worst_views: views in each of the two worst-view galleries.
+        atlas: build a natural-failure atlas of the clean object (or load ``atlas_path``, an
+            ``atlas.json`` or a ``metrics.json`` holding one) to mark free successes.
+        atlas_per_axis, atlas_pairs, atlas_per_pair, atlas_bins, atlas_pair_bins, atlas_max_accuracy,
+            atlas_confidence: as in ``physattack.evaluate.atlas.build_atlas``.
+        sanity: thresholds of the sanity flags.
+    """
+
+    worst_views: int = 8
+    atlas: bool = True
+    atlas_path: str | None = None
+    atlas_per_axis: int = 24
+    atlas_pairs: list[list[str]] = field(default_factory=list)
+    atlas_per_pair: int = 32
+    atlas_bins: int = 6
+    atlas_pair_bins: int = 3
+    atlas_max_accuracy: float = 0.5
+    atlas_confidence: float = 0.5
+    atlas_seed: int = 2000
+    sanity: SanityThresholds = field(default_factory=SanityThresholds)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sanity, SanityThresholds):      # a dict or DictConfig from the config
+            self.sanity = SanityThresholds(**dict(self.sanity))
+
+
+def load_atlas(path: str | Path) -> Atlas:
+    """An atlas from ``atlas.json`` (``python -m physattack.atlas``) or a ``metrics.json`` holding one."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"No atlas at {path}; give evaluation.settings.atlas_path an atlas.json or metrics.json.")
+    data = json.loads(path.read_text())
+    data = data if "regions" in data else data.get("atlas")
+    if not data:
+        raise InputError(f"{path} holds no atlas; make one with `python -m physattack.atlas +scene=<scene>`.")
+    return Atlas.from_dict(data)
+
+
+def evaluate_attack(*, scene, victim, clean_texture, adv_texture, pipeline, grid, target: str | None, summary: dict,
+                    run_dir: str | Path, settings: HeldOutSettings | None = None, atlas_pipeline=None, tracker=None,
+                    zero_grad_steps: int | None = None, steps_done: int | None = None, batch_size: int = 64,
+                    quiet: bool = False) -> dict:
+    """Evaluate ``adv_texture`` against ``clean_texture`` on ``grid`` and write the report.
+
+    Args:
+        pipeline: the held-out view pipeline (held-out backgrounds; may print the patch).
+        atlas_pipeline: a ``ViewPipeline`` over held-out backgrounds for the atlas (default ``pipeline``).
+        target: the target label's name (targeted) or None (untargeted).
+        summary: the run's summary (scene, attack, ...), the head of the report.
+
+    Returns:
+        ``{"heldout": ..., "sanity": [...], "atlas": ...}`` as merged into ``metrics.json``.
+    """
+    settings = settings or HeldOutSettings()
+    true_set = victim.label_set(scene.class_name)
+    target_set = victim.label_set(target) if target is not None else None
+    if target_set is not None and set(target_set) & set(true_set):
+        log.warning("the target %s shares labels %s with the true class's set; targeted success is then "
+                    "indistinguishable from a correct reading", target, sorted(set(target_set) & set(true_set)))
+    atlas_pipeline = atlas_pipeline or pipeline
+    atlas = samples = probs = None
+    if settings.atlas_path:
+        atlas = load_atlas(settings.atlas_path)
+    elif settings.atlas:
+        atlas, samples, probs = build_atlas(
+            scene, victim, atlas_pipeline, true_set=true_set, per_axis=settings.atlas_per_axis,
+            pairs=[tuple(p) for p in settings.atlas_pairs], per_pair=settings.atlas_per_pair, bins=settings.atlas_bins,
+            pair_bins=settings.atlas_pair_bins, max_accuracy=settings.atlas_max_accuracy,
+            confidence=settings.atlas_confidence, seed=settings.atlas_seed, batch_size=batch_size)
+    result = evaluate_heldout(scene, clean_texture, adv_texture, pipeline, victim, grid, true_set, target_set,
+                              batch_size=batch_size, region_mask=atlas.contains if atlas is not None else None)
+    heldout = heldout_metrics(result)
+    probe = pipeline(scene, clean_texture, grid.params()[torch.arange(min(8, len(grid)))]).images
+    sanity = sanity_flags(victim=victim, probe_images=probe, patch_visible=result.patch_visible,
+                          clean_correct=result.clean_correct, zero_grad_steps=zero_grad_steps, steps_done=steps_done,
+                          thresholds=settings.sanity, warn=not quiet)
+    summary = {**summary, "victim": summary.get("victim", type(victim).__name__)}
+    paths = write_heldout_outputs(run_dir, scene=scene, clean_texture=clean_texture, adv_texture=adv_texture,
+                                  pipeline=pipeline, grid=grid, victim=victim, result=result, heldout=heldout,
+                                  sanity=sanity, summary=summary, atlas=atlas, atlas_samples=samples,
+                                  atlas_probs=probs, atlas_pipeline=atlas_pipeline, worst=settings.worst_views,
+                                  tracker=tracker)
+    if not quiet:
+        print(heldout_line(heldout))                       # raised sanity flags were logged as warnings
+        print(f"held-out report: {paths['report']}")
+    return {"heldout": heldout, "sanity": sanity, "atlas": atlas.to_dict() if atlas is not None else None}
+
+
+def heldout_line(heldout: dict) -> str:
+    def pct(r):
+        return f"{r['rate']:.1%} (95% CI {r['ci95'][0]:.1%}-{r['ci95'][1]:.1%}, {r['count']}/{r['n']})" if r["n"] else "n/a"
+    free = heldout["free_successes"]
+    return (f"held-out protocol ({heldout['views']} views): clean accuracy {pct(heldout['clean_accuracy'])}; "
+            f"success over clean-correct views {pct(heldout['attack_success_rate'])}; over all views "
+            f"{pct(heldout['attack_success_rate_unconditional'])}"
+            + (f"; mean target confidence {heldout['mean_target_confidence']:.3f}" if "mean_target_confidence" in heldout else "")
+            + f"; outside natural-failure regions {pct(free['attack_success_rate_outside_atlas'])}")
+
+
+@dataclass
+class HeldOutRun:
+    """The parts of the held-out protocol an attack run hands over: its view pipeline(s), its grid and
+    its settings. ``evaluate`` runs ``evaluate_attack`` on a finished attack (``physattack.attack.job``)."""
+
+    pipeline: object
+    grid: object
+    settings: HeldOutSettings = field(default_factory=HeldOutSettings)
+    atlas_pipeline: object | None = None
+
+    def evaluate(self, *, scene, victim, adv_texture, summary: dict, run_dir, tracker=None, zero_grad_steps=None,
+                 steps_done=None, batch_size: int = 64, clean_texture=None) -> dict:
+        return evaluate_attack(scene=scene, victim=victim, clean_texture=scene.texture if clean_texture is None else clean_texture,
+                               adv_texture=adv_texture, pipeline=self.pipeline, grid=self.grid,
+                               target=summary.get("target_label"), summary=summary, run_dir=run_dir,
+                               settings=self.settings, atlas_pipeline=self.atlas_pipeline, tracker=tracker,
+                               zero_grad_steps=zero_grad_steps, steps_done=steps_done, batch_size=batch_size)

@@ -1,0 +1,90 @@
+"""Adversarial reprogramming: label remapping, the task input, and where gradients go."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from physattack.attack.loop import AttackError
+from physattack.attack.reprogram import ReprogramAttack
+from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
+from physattack.eot.tasks import DigitTask
+from physattack.patch.frame import frame_for_scene
+from physattack.printing import load_palette
+from physattack.render import Renderer
+from physattack.scene import load_scene
+from physattack.victims import VictimError
+from physattack.victims.base import remap_logits
+
+
+@pytest.fixture(scope="module")
+def board():
+    return load_scene("reprogram_board")
+
+
+def window_px(scene):
+    x0, y0, x1, y1 = scene.regions["window"]
+    h, w = scene.texture.shape[-2:]
+    return int(round(x0 * w)), int(round(y0 * h)), int(round(x1 * w)), int(round(y1 * h))
+
+
+def test_remapping_picks_the_victim_logit_of_each_task_class():
+    logits = torch.tensor([[0.0, 1.0, 2.0, 3.0], [3.0, 2.0, 1.0, 0.0]])
+    task = remap_logits(logits, torch.tensor([3, 0]))       # digit 0 <- label 3, digit 1 <- label 0
+    assert torch.equal(task, torch.tensor([[3.0, 0.0], [0.0, 3.0]]))
+
+
+def test_label_map_defaults_to_the_first_labels_and_refuses_unknown_ones(board, signnet):
+    attack = ReprogramAttack(classes=4, steps=1)
+    attack.label(signnet, board)
+    assert attack.label_map.tolist() == [0, 1, 2, 3]
+    custom = ReprogramAttack(classes=2, label_map=["yield", "stop"])
+    custom.label(signnet, board)
+    assert custom.label_map.tolist() == [signnet.label_index("yield"), signnet.label_index("stop")]
+    with pytest.raises(VictimError, match="banana"):
+        ReprogramAttack(classes=2, label_map=["banana", "stop"]).label(signnet, board)
+    with pytest.raises(AttackError, match="one victim label per digit"):
+        ReprogramAttack(classes=3, label_map=["yield", "stop"]).label(signnet, board)
+
+
+def test_reprogramming_needs_a_scene_with_a_window(stop_scene, signnet):
+    with pytest.raises(AttackError, match="reprogram_board"):
+        ReprogramAttack(classes=3).label(signnet, stop_scene)
+
+
+def test_digit_split_is_disjoint_and_digits_land_in_the_window_only(board):
+    task = DigitTask(classes=9, seed=0)
+    train, held = task.split["train"][0].flatten(1), task.split["heldout"][0].flatten(1)
+    assert len(train) + len(held) == 1617 and 0.25 < len(held) / (len(train) + len(held)) < 0.35
+    assert torch.cdist(held[:50], train).amin(1).gt(0).float().mean() > 0.9   # split by sample, not by copy
+    digits, _ = task.sample(2, torch.Generator().manual_seed(0))
+    tex = DigitTask.print_into(board.texture, digits, board.regions["window"])
+    x0, y0, x1, y1 = window_px(board)
+    outside = torch.ones_like(board.texture[0], dtype=torch.bool)
+    outside[y0:y1, x0:x1] = False
+    assert torch.equal(tex[:, :, outside], board.texture[:, outside].expand(2, -1, -1))
+    assert float(tex[:, :, y0:y1, x0:x1].amin()) < 0.3                      # ink in the window
+
+
+def test_program_gets_gradient_while_window_and_victim_stay_untouched(board, signnet, tmp_path):
+    patch = frame_for_scene(board)
+    x0, y0, x1, y1 = window_px(board)
+    assert float(patch.mask[:, y0:y1, x0:x1].sum()) == 0                   # the frame never covers the window
+    victim_before = copy.deepcopy(signnet.state_dict())
+    attack = ReprogramAttack(classes=9, steps=3, batch_size=4, lr=0.1)
+    pipe = ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (64, 64), object_width_m=0.21)
+    sampler = ViewSampler(object_width_m=0.21, distance_m=(0.8, 2.0), background_count=4)
+    before = patch.weights.detach().clone()
+    result = attack.run(patch=patch, scene=board, pipeline=pipe, sampler=sampler, victim=signnet,
+                        palette=load_palette(), generator=torch.Generator().manual_seed(0), run_dir=tmp_path,
+                        progress=False)
+    assert result.steps_done == 3 and result.zero_grad_steps == 0
+    assert not torch.equal(before, patch.weights)                          # the program learned
+    for k, v in signnet.state_dict().items():
+        assert torch.equal(v, victim_before[k]), f"victim parameter {k} changed"
+    digits, _ = attack.task.sample(3, torch.Generator().manual_seed(1))
+    base = DigitTask.print_into(board.texture, digits, board.regions["window"])
+    out = patch.apply(base).detach()
+    assert torch.equal(out[:, :, y0:y1, x0:x1], base[:, :, y0:y1, x0:x1])  # the task input is untouched
