@@ -7,7 +7,6 @@ and hands them to ``physattack.attack.job.run_attack``.
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
 import hydra
@@ -23,7 +22,7 @@ from physattack.attack.job import run_attack
 from physattack.config import RunConfig
 from physattack.eot import ViewPipeline
 from physattack.eot.frames import FrameGrid, FrameSampler
-from physattack.errors import InputError
+from physattack.errors import InputError, report_input_errors
 from physattack.evaluate.protocol import HeldOutRun
 from physattack.evaluate.detection import headline as detection_headline
 from physattack.printing import load_colour_model, load_palette
@@ -121,31 +120,21 @@ def tracking_identity(cfg: DictConfig, resume: str | None) -> dict:
     return out
 
 
-def input_error(exc: BaseException) -> InputError | None:
-    """The InputError behind ``exc`` (hydra.utils.instantiate wraps what constructors raise)."""
-    while exc is not None:
-        if isinstance(exc, InputError):
-            return exc
-        exc = exc.__cause__ or exc.__context__
-    return None
+def under_submitit() -> bool:
+    """A submitit job must fail as an exception to be reported, so it gets no error sentence."""
+    return "submitit" in str(HydraConfig.get().launcher.get("_target_", ""))
 
 
 @hydra.main(version_base="1.3", config_path="pkg://physattack.conf", config_name="config")
+@report_input_errors(reraise_if=under_submitit)
 def main(cfg: DictConfig) -> float | None:
     """Returns the held-out success rate (task accuracy for reprogramming), the value a Hydra sweeper
     (e.g. Optuna) optimizes."""
-    try:
-        metrics = build_and_run(cfg)
-        for key in ("attack_success_rate", "task_accuracy"):
-            if isinstance(metrics.get(key), dict):
-                return metrics[key]["rate"]
-        return None
-    except Exception as exc:
-        err = input_error(exc)
-        if err is None or "submitit" in str(HydraConfig.get().launcher.get("_target_", "")):
-            raise   # a bug keeps its trace; a submitit job must fail as an exception to be reported
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+    metrics = build_and_run(cfg)
+    for key in ("attack_success_rate", "task_accuracy"):
+        if isinstance(metrics.get(key), dict):
+            return metrics[key]["rate"]
+    return None
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ hand them to ``physattack.evaluate.atlas.build_atlas``; write ``atlas.json``, ``
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import hydra
@@ -19,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from physattack.atomic import save_figure, save_json, save_rgb_png, save_text
 from physattack.eot import ViewPipeline
-from physattack.errors import InputError
+from physattack.errors import InputError, report_input_errors
 from physattack.evaluate.atlas import build_atlas, default_axes, with_axes
 from physattack.evaluate.heldout_report import atlas_bins_figure, atlas_image, atlas_markdown
 
@@ -61,12 +60,9 @@ def run_atlas(cfg: DictConfig) -> dict:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://physattack.conf", config_name="atlas")
+@report_input_errors()
 def main(cfg: DictConfig) -> None:
-    try:
-        run_atlas(cfg)
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+    run_atlas(cfg)
 
 
 if __name__ == "__main__":

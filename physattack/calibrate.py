@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from physattack.atomic import save_json, save_rgb_png
-from physattack.errors import InputError
+from physattack.errors import InputError, input_error
 from physattack.printing import load_palette
 from physattack.printing.calibrate import ChartLayout, annotate_reading, chart_layout, fit_photo, write_chart
 
@@ -112,7 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(USAGE, file=sys.stderr)
             return 2
-    except InputError as err:
+    except Exception as exc:        # an InputError, possibly wrapped by hydra.utils.instantiate
+        err = input_error(exc)
+        if err is None:
+            raise
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -25,7 +25,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from physattack.errors import InputError
+from physattack.errors import InputError, input_error
 from physattack.evaluate.photos import BoxFile, DetectorCropper, WholePhoto, evaluate_photo_folder
 from physattack.printing.export import free_folder
 
@@ -115,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         summary = evaluate_photo_folder(folder, victim, true_label=true_label, target_label=target, out_dir=out,
                                         cropper=cropper, victim_name=str(victim_node.get("_target_")),
                                         device=cmd.device)
-    except InputError as err:
+    except Exception as exc:        # an InputError, possibly wrapped by hydra.utils.instantiate
+        err = input_error(exc)
+        if err is None:
+            raise
         print(f"error: {err}", file=sys.stderr)
         return 2
     asr = summary["attack_success_rate"]

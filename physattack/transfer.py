@@ -7,17 +7,16 @@ through each image path, build the victims of ``conf/transfer.yaml`` and hand th
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import hydra
 import matplotlib.pyplot as plt
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from physattack.atomic import save_figure, save_json, save_text
-from physattack.errors import InputError
+from physattack.errors import InputError, report_input_errors
 from physattack.evaluate.transfer import (ImagePath, load_victims, matrix_figure, matrix_markdown, opencv_warp_views,
                                           render_path, transfer_matrix)
 
@@ -78,12 +77,9 @@ def run_transfer(cfg: DictConfig) -> dict:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://physattack.conf", config_name="transfer")
+@report_input_errors()
 def main(cfg: DictConfig) -> None:
-    try:
-        run_transfer(cfg)
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+    run_transfer(cfg)
 
 
 if __name__ == "__main__":

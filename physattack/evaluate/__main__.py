@@ -6,13 +6,12 @@ from ``conf/evaluation``, and hand them to ``physattack.evaluate.protocol.evalua
 
 from __future__ import annotations
 
-import sys
 
 import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from physattack.errors import InputError
+from physattack.errors import report_input_errors
 from physattack.evaluate.protocol import evaluate_attack
 
 
@@ -44,12 +43,9 @@ def evaluate_run(cfg: DictConfig) -> dict:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://physattack.conf", config_name="evaluate")
+@report_input_errors()
 def main(cfg: DictConfig) -> None:
-    try:
-        evaluate_run(cfg)
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+    evaluate_run(cfg)
 
 
 if __name__ == "__main__":
