@@ -1,4 +1,4 @@
-"""Printability priors (physattack/printing.py): palette files, NPS and total variation."""
+"""Printability priors (physattack/printing/priors.py): palette files, NPS and total variation."""
 
 from __future__ import annotations
 
