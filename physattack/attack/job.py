@@ -35,12 +35,8 @@ def run_attack(*, scene, victim, patch, attack, pipeline, sampler, eval_pipeline
                              tracker=tracker, run_dir=run_dir, run=run, colour_model=colour_model, export=export)
     true_index = victim.label_index(scene.class_name)
     target_index = attack.label(victim, scene) if attack.targeted else None
-    generator = torch.Generator().manual_seed(run.seed)
-    torch.manual_seed(run.seed)
-    result = attack.run(patch=patch, scene=scene, pipeline=pipeline, sampler=sampler, victim=victim,
-                        palette=palette, generator=generator, run_dir=run_dir, tracker=tracker,
-                        resume=run.resume, progress=run.progress, amp=run.amp,
-                        channels_last=run.channels_last, colour_model=colour_model)
+    result = optimize(attack, patch=patch, scene=scene, pipeline=pipeline, sampler=sampler, victim=victim,
+                      palette=palette, run_dir=run_dir, tracker=tracker, run=run, colour_model=colour_model)
     attack_seconds = time.time() - t0
     patch.load_state_dict(result.best_state)
     with torch.no_grad():
@@ -97,16 +93,22 @@ def run_attack(*, scene, victim, patch, attack, pipeline, sampler, eval_pipeline
     return metrics
 
 
+def optimize(attack, *, patch, scene, pipeline, sampler, victim, palette, run_dir, tracker, run: RunConfig,
+             colour_model=None):
+    """Run the attack's optimization with the run's seed and device switches."""
+    torch.manual_seed(run.seed)
+    return attack.run(patch=patch, scene=scene, pipeline=pipeline, sampler=sampler, victim=victim, palette=palette,
+                      generator=torch.Generator().manual_seed(run.seed), run_dir=run_dir, tracker=tracker,
+                      resume=run.resume, progress=run.progress, amp=run.amp, channels_last=run.channels_last,
+                      colour_model=colour_model)
+
+
 def run_reprogram(*, scene, victim, patch, attack, pipeline, sampler, eval_pipeline, grid, palette, tracker,
                   run_dir: Path, run: RunConfig, colour_model=None, export: ExportOptions | None = None) -> dict:
     """Train a reprogramming frame, evaluate it on held-out digits × held-out views, export it."""
     t0 = time.time()
-    generator = torch.Generator().manual_seed(run.seed)
-    torch.manual_seed(run.seed)
-    result = attack.run(patch=patch, scene=scene, pipeline=pipeline, sampler=sampler, victim=victim,
-                        palette=palette, generator=generator, run_dir=run_dir, tracker=tracker,
-                        resume=run.resume, progress=run.progress, amp=run.amp,
-                        channels_last=run.channels_last, colour_model=colour_model)
+    result = optimize(attack, patch=patch, scene=scene, pipeline=pipeline, sampler=sampler, victim=victim,
+                      palette=palette, run_dir=run_dir, tracker=tracker, run=run, colour_model=colour_model)
     patch.load_state_dict(result.best_state)
     metrics = report_reprogram(scene=scene, patch=patch, victim=victim, attack=attack, result=result,
                                eval_pipeline=eval_pipeline, grid=grid, run_dir=run_dir, tracker=tracker,
