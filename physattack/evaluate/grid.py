@@ -27,6 +27,22 @@ class GridResult:
 
 
 @torch.no_grad()
+def classify_clean_and_attacked(scene: Scene, clean_texture: Tensor, adv_texture: Tensor, pipeline, victim, params,
+                                batch_size: int = 64) -> tuple[Tensor, Tensor, Tensor]:
+    """Softmax of the victim on each view with the clean and the attacked texture (V×K each, CPU),
+    and the share of each view's pixels the patch visibly changes (V)."""
+    clean_p, adv_p, visible = [], [], []
+    for s in range(0, len(params), batch_size):
+        p = params[s:s + batch_size]
+        clean = pipeline(scene, clean_texture, p).images
+        adv = pipeline(scene, adv_texture, p).images
+        clean_p.append(torch.softmax(victim(clean).float(), 1).cpu())
+        adv_p.append(torch.softmax(victim(adv).float(), 1).cpu())
+        visible.append(((clean - adv).abs().amax(1) > 2 / 255).float().mean((1, 2)).cpu())
+    return torch.cat(clean_p), torch.cat(adv_p), torch.cat(visible)
+
+
+@torch.no_grad()
 def evaluate_on_grid(scene: Scene, clean_texture: Tensor, adv_texture: Tensor, pipeline: ViewPipeline, victim,
                      grid: EvalGrid, true_label: int, target_label: int | None, batch_size: int = 64,
                      keep_images: int = 0) -> tuple[GridResult, Tensor | None, Tensor | None]:
@@ -36,18 +52,11 @@ def evaluate_on_grid(scene: Scene, clean_texture: Tensor, adv_texture: Tensor, p
     across the grid for a picture of the views.
     """
     params = grid.params()
-    clean_p, adv_p, visible = [], [], []
-    for s in range(0, len(params), batch_size):
-        p = params[s:s + batch_size]
-        clean = pipeline(scene, clean_texture, p).images
-        adv = pipeline(scene, adv_texture, p).images
-        clean_p.append(torch.softmax(victim(clean), 1).cpu())
-        adv_p.append(torch.softmax(victim(adv), 1).cpu())
-        visible.append(((clean - adv).abs().amax(1) > 2 / 255).float().mean((1, 2)).cpu())
-    clean_probs, adv_probs = torch.cat(clean_p), torch.cat(adv_p)
+    clean_probs, adv_probs, visible = classify_clean_and_attacked(scene, clean_texture, adv_texture, pipeline, victim,
+                                                                  params, batch_size)
     metrics = classification_metrics(clean_probs.argmax(1), adv_probs.argmax(1), adv_probs, true_label, target_label)
     result = GridResult(grid.conditions(), clean_probs.argmax(1), adv_probs.argmax(1), clean_probs, adv_probs,
-                        torch.cat(visible), metrics)
+                        visible, metrics)
     if not keep_images:
         return result, None, None
     pick = torch.linspace(0, len(params) - 1, keep_images).round().long()

@@ -22,6 +22,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from physattack.evaluate.grid import classify_clean_and_attacked
 from physattack.evaluate.metrics import classification_metrics, in_label_set, rate
 
 #: Grid axes a per-condition table is made for (those with more than one value).
@@ -86,16 +87,10 @@ def evaluate_heldout(scene, clean_texture: Tensor, adv_texture: Tensor, pipeline
             natural-failure region (``Atlas.contains``).
     """
     params = grid.params()
-    clean_p, adv_p, visible = [], [], []
-    for s in range(0, len(params), batch_size):
-        p = params[s:s + batch_size]
-        clean = pipeline(scene, clean_texture, p).images
-        adv = pipeline(scene, adv_texture, p).images
-        clean_p.append(torch.softmax(victim(clean).float(), 1).cpu())
-        adv_p.append(torch.softmax(victim(adv).float(), 1).cpu())
-        visible.append(((clean - adv).abs().amax(1) > 2 / 255).float().mean((1, 2)).cpu())
+    clean_probs, adv_probs, visible = classify_clean_and_attacked(scene, clean_texture, adv_texture, pipeline, victim,
+                                                                  params, batch_size)
     in_region = region_mask(params).cpu() if region_mask is not None else torch.zeros(len(params), dtype=torch.bool)
-    return HeldOutResult(grid.conditions(), torch.cat(clean_p), torch.cat(adv_p), torch.cat(visible), in_region,
+    return HeldOutResult(grid.conditions(), clean_probs, adv_probs, visible, in_region,
                          tuple(true_set), tuple(target_set) if target_set is not None else None)
 
 

@@ -35,6 +35,15 @@ class TorchvisionClassifier(Classifier):
         return self.model(normalize(images, IMAGENET_MEAN, IMAGENET_STD))
 
 
+def local_weights(arch: str, enum, weights: str | None) -> Path:
+    """The weights file for ``enum``: the user's path, else torchvision's cache; never downloaded."""
+    path = Path(weights) if weights else Path(torch.hub.get_dir()) / "checkpoints" / Path(enum.url).name
+    if not path.is_file():
+        raise VictimError(f"The weights for {arch} are not on this machine (looked for {path}); copy "
+                          f"{Path(enum.url).name} there or set victim.weights to the file's path.")
+    return path
+
+
 def load_torchvision_classifier(arch: str, weights: str | None = None, weights_enum: str = "DEFAULT",
                                 input_size: int = 224, random_init: bool = False,
                                 label_sets: str | dict | None = None) -> TorchvisionClassifier:
@@ -57,12 +66,7 @@ def load_torchvision_classifier(arch: str, weights: str | None = None, weights_e
     labels = list(enum.meta["categories"])
     model = builder(weights=None)
     if not random_init:
-        path = Path(weights) if weights else Path(torch.hub.get_dir()) / "checkpoints" / Path(enum.url).name
-        if not path.is_file():
-            raise VictimError(f"The weights for {arch} are not on this machine (looked for {path}); copy "
-                              f"{Path(enum.url).name} there or set victim.weights to the file's path.")
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        model.load_state_dict(state)
+        model.load_state_dict(torch.load(local_weights(arch, enum, weights), map_location="cpu", weights_only=True))
     victim = TorchvisionClassifier(model, labels, input_size)
     victim.label_sets = load_label_sets(label_sets, victim.labels)
     return victim.freeze()

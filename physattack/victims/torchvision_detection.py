@@ -16,7 +16,6 @@ final boxes would get no gradient at all; the candidates still carry one (NOTES.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import torch
 import torchvision
@@ -24,6 +23,7 @@ from torch import Tensor
 from torchvision.models.detection import FCOS, FasterRCNN, RetinaNet
 from torchvision.models.detection.ssd import SSD
 
+from physattack.victims.torchvision import local_weights
 from physattack.victims.base import VictimError
 from physattack.victims.detection import Detections, Detector, DetectorOutput, pad_candidates, scale_boxes
 
@@ -126,10 +126,7 @@ def load_torchvision_detector(arch: str, weights: str | None = None, weights_enu
         raise VictimError(f"torchvision's '{arch}' is not a detector this adapter knows; use a Faster R-CNN, "
                           "RetinaNet, FCOS or SSD model.") from None
     if not random_init:
-        path = Path(weights) if weights else Path(torch.hub.get_dir()) / "checkpoints" / Path(enum.url).name
-        if not path.is_file():
-            raise VictimError(f"The weights for {arch} are not on this machine (looked for {path}); copy "
-                              f"{Path(enum.url).name} there or set victim.weights to the file's path.")
+        path = local_weights(arch, enum, weights)
         state = torch.load(path, map_location="cpu", weights_only=True)
         # Built without weights, the backbone has BatchNorm2d where the trained model has
         # FrozenBatchNorm2d: the same numbers in eval mode, less the num_batches_tracked counters.
