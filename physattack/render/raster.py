@@ -1,17 +1,20 @@
 """Rasterization: which face is nearest at each pixel, and where on it.
 
 Rasterization carries no gradient: the patch reaches the image through the texture lookup, which
-the shader does with the UVs interpolated here. Every face is tested against every pixel of the
-faces' common bounding box in one batched matrix product of edge functions (scenes are small meshes).
+the shader does with the UVs interpolated here. Each face is tested against the pixels of its own
+screen bounding box only, for all views at once, and a scatter-max of 1/z picks the nearest face at
+each pixel: the work follows the faces' screen area, not faces × image.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from physattack.errors import InputError
 from physattack.render.camera import Cameras
 
 
@@ -44,13 +47,20 @@ class MeshRasterizer:
         near_m: faces with a corner closer than this to the camera are dropped.
         cull_backfaces: drop faces whose (vertex-normal) front faces away from the camera; right
             for closed meshes such as a sign plate, wrong for single-sided sheets seen from behind.
-        max_chunk_elems: bound on the size of the pixels × faces work tensor, to cap memory.
+        max_chunk_elems: bound on the pixel-face tests done at once by the PyTorch path, to cap
+            memory; views are grouped under it (a single view is never split).
+        backend: ``auto`` runs the compiled Numba kernel on CPU tensors where Numba is installed
+            and the PyTorch path otherwise (CUDA); ``torch`` or ``numba`` force one.
     """
 
-    def __init__(self, near_m: float = 0.05, cull_backfaces: bool = True, max_chunk_elems: int = 1 << 23):
+    def __init__(self, near_m: float = 0.05, cull_backfaces: bool = True, max_chunk_elems: int = 1 << 23,
+                 backend: str = "auto"):
+        if backend not in ("auto", "torch", "numba"):
+            raise InputError(f"rasterizer backend must be auto, torch or numba, not {backend!r}.")
         self.near_m = near_m
         self.cull_backfaces = cull_backfaces
         self.max_chunk_elems = max_chunk_elems
+        self.backend = backend
 
     @torch.no_grad()
     def __call__(self, verts: Tensor, faces: Tensor, cameras: Cameras, face_normals: Tensor | None = None) -> Fragments:
@@ -62,11 +72,12 @@ class MeshRasterizer:
         h, w = cameras.image_size
         uv, z = cameras.project(verts.detach())
         b, f = len(cameras), faces.shape[0]
+        dev, dt = uv.device, uv.dtype
         tri_uv, tri_z = uv[:, faces], z[:, faces]                    # B×F×3×2, B×F×3
         # Edge functions: lambda_i(p) = A_i x + B_i y + C_i over the edge opposite corner i, / area.
         a, bb, c = tri_uv[:, :, 0], tri_uv[:, :, 1], tri_uv[:, :, 2]
         area = (bb[..., 0] - a[..., 0]) * (c[..., 1] - a[..., 1]) - (bb[..., 1] - a[..., 1]) * (c[..., 0] - a[..., 0])
-        valid = (tri_z > self.near_m).all(-1) & (area.abs() > 1e-9)
+        valid = (tri_z > self.near_m).all(-1) & (area.abs() > 1e-9) & tri_uv.isfinite().flatten(2).all(-1)
         if self.cull_backfaces and face_normals is not None:
             centroid = verts[faces].mean(1)                           # F×3
             to_cam = cameras.centers[:, None, :] - centroid[None]     # B×F×3
@@ -74,113 +85,154 @@ class MeshRasterizer:
         area = torch.where(valid, area, torch.ones_like(area))
         p0 = torch.stack([bb, c, a], dim=2)                           # B×F×3×2 (edge start)
         p1 = torch.stack([c, a, bb], dim=2)                           # edge end
+        # lambda_i times to_px is the signed distance in pixels from edge i's line (>= 0 inside).
+        to_px = area.abs()[..., None] / (p1 - p0).norm(dim=-1).clamp(min=1e-9)      # B×F×3
+        inv_z = 1.0 / tri_z.clamp(min=self.near_m)
         coef_a = -(p1[..., 1] - p0[..., 1]) / area[..., None]
         coef_b = (p1[..., 0] - p0[..., 0]) / area[..., None]
         coef_c = ((p1[..., 1] - p0[..., 1]) * p0[..., 0] - (p1[..., 0] - p0[..., 0]) * p0[..., 1]) / area[..., None]
-        # lambda_i times this is the distance in pixels from edge i.
-        to_px = area.abs()[..., None] / (p1 - p0).norm(dim=-1).clamp(min=1e-9)    # B×F×3
-        inv_z = 1.0 / tri_z.clamp(min=self.near_m)
-        # 1/z is linear in screen space: sum_i lambda_i / z_i.
-        z_a, z_b, z_c = ((k * inv_z).sum(-1) for k in (coef_a, coef_b, coef_c))
-        coef = torch.stack([torch.cat([coef_a, z_a[..., None]], -1),
-                            torch.cat([coef_b, z_b[..., None]], -1),
-                            torch.cat([coef_c, z_c[..., None]], -1)], dim=1)   # B×3×F×4
+        # Per face: 3 barycentric rows then 1/z (linear in screen space: sum_i lambda_i / z_i), each (A, B, C).
+        rows = torch.stack([coef_a, coef_b, coef_c], dim=-1)                        # B×F×3×3
+        rows = torch.cat([rows, (rows * inv_z[..., None]).sum(2, keepdim=True)], dim=2)   # B×F×4×3
         # An edge is on the silhouette unless a face drawn in this view shares it.
-        neighbour = edge_neighbours(faces)                                        # F×3, -1 when none
+        neighbour = edge_neighbours(faces)                                          # F×3, -1 when none
         open_edge = (neighbour < 0)[None] | ~valid.gather(1, neighbour.clamp(min=0).flatten()[None].expand(b, -1)
                                                           ).view(b, f, 3)
+        # Each drawable face is tested only against the pixels of its own bounding box, widened by the
+        # half-pixel reach of the anti-aliased edge: the work follows the faces' screen area.
+        lo = torch.where(valid[..., None], tri_uv.amin(2), 0.0)
+        hi = torch.where(valid[..., None], tri_uv.amax(2), 0.0)
+        limit = torch.tensor([w, h], device=dev, dtype=dt)
+        x0y0 = (lo - 1).floor().clamp(min=0).minimum(limit).long()                # B×F×2
+        x1y1 = (hi + 1).ceil().clamp(min=0).minimum(limit).long()
+        span = (x1y1 - x0y0).clamp(min=0)
+        count = (span[..., 0] * span[..., 1]).masked_fill(~valid, 0)                # B×F pixels to test
 
-        pix_to_face = torch.full((b, h, w), -1, dtype=torch.long, device=uv.device)
-        bary = torch.zeros((b, h, w, 3), dtype=uv.dtype, device=uv.device)
-        zbuf = torch.full((b, h, w), float("inf"), dtype=uv.dtype, device=uv.device)
-        edge_dist = torch.full((b, h, w), -1.0, dtype=uv.dtype, device=uv.device)
-        # Each view tests only its drawable faces, over their bounding box plus the half-pixel AA margin.
-        for v in range(b):
-            faces_v = torch.nonzero(valid[v]).flatten()
-            if len(faces_v) == 0:
-                continue
-            corners = tri_uv[v, faces_v].reshape(-1, 2)
-            x0, y0 = (int(t) for t in corners.amin(0).sub(1).floor().clamp(min=0).tolist())
-            x1, y1 = (int(t) for t in corners.amax(0).add(1).ceil().tolist())
-            x1, y1 = min(x1, w), min(y1, h)
-            if x1 <= x0 or y1 <= y0:
-                continue
-            ys = torch.arange(y0, y1, device=uv.device, dtype=uv.dtype) + 0.5
-            xs = torch.arange(x0, x1, device=uv.device, dtype=uv.dtype) + 0.5
-            gy, gx = torch.meshgrid(ys, xs, indexing="ij")
-            pix = torch.stack([gx.flatten(), gy.flatten(), torch.ones_like(gx).flatten()], dim=-1)  # N×3
-            out = self._raster_view(pix, coef[v][:, faces_v].reshape(3, -1), to_px[v, faces_v], inv_z[v, faces_v],
-                                    tri_uv[v, faces_v], open_edge[v, faces_v])
-            idx, hit_any, persp, depth, d_win = out
-            shape = (y1 - y0, x1 - x0)
-            pix_to_face[v, y0:y1, x0:x1] = torch.where(hit_any, faces_v[idx], -1).view(shape)
-            bary[v, y0:y1, x0:x1] = torch.where(hit_any[:, None], persp, 0).view(*shape, 3)
-            zbuf[v, y0:y1, x0:x1] = torch.where(hit_any, depth, float("inf")).view(shape)
-            edge_dist[v, y0:y1, x0:x1] = torch.where(hit_any, d_win, -1.0).view(shape)
+        if self._compiled(verts):
+            return _raster_compiled(valid, torch.cat([x0y0, x1y1], -1), rows, to_px, inv_z, tri_uv, open_edge, (h, w))
+        pix_to_face = torch.full((b * h * w,), -1, dtype=torch.long, device=dev)
+        bary = torch.zeros((b * h * w, 3), dtype=dt, device=dev)
+        zbuf = torch.full((b * h * w,), float("inf"), dtype=dt, device=dev)
+        edge_dist = torch.full((b * h * w,), -1.0, dtype=dt, device=dev)
+        per_view = count.sum(1).tolist()
+        start = 0
+        while start < b:                                  # groups of views whose work fits max_chunk_elems
+            stop, work = start + 1, per_view[start]
+            while stop < b and work + per_view[stop] <= self.max_chunk_elems:
+                work += per_view[stop]
+                stop += 1
+            if work:
+                self._raster_views(slice(start, stop), (h, w), count, x0y0, span, rows, to_px, inv_z, tri_uv,
+                                   open_edge, pix_to_face, bary, zbuf, edge_dist)
+            start = stop
+        pix_to_face, zbuf, edge_dist = pix_to_face.view(b, h, w), zbuf.view(b, h, w), edge_dist.view(b, h, w)
         covered = edge_dist >= -1e-6
         # Covered pixels beside an uncovered one sit on the silhouette: box-filter coverage there too.
-        open_side = torch.nn.functional.max_pool2d((~covered).float()[:, None], 3, 1, 1)[:, 0] > 0
-        coverage = torch.where(covered & ~open_side, torch.ones_like(edge_dist),
-                               (0.5 + edge_dist).clamp(0, 1))
+        open_side = torch.nn.functional.max_pool2d((~covered).to(dt)[:, None], 3, 1, 1)[:, 0] > 0
+        coverage = torch.where(covered & ~open_side, torch.ones_like(edge_dist), (0.5 + edge_dist).clamp(0, 1))
         coverage = torch.where(pix_to_face >= 0, coverage, torch.zeros_like(coverage))
-        return Fragments(pix_to_face, bary, zbuf, coverage)
+        return Fragments(pix_to_face, bary.view(b, h, w, 3), zbuf, coverage)
 
-    def _raster_view(self, pix, coef, to_px, inv_z, tri_uv, open_edge):
-        """One view: pixels N×3 (x, y, 1) against its F drawable faces. Returns, per pixel, the face
-        (index into these F), whether any face touches it, perspective-correct barycentrics, depth and
-        the signed silhouette distance."""
-        n, f = pix.shape[0], to_px.shape[0]
-        idx_all, hit_all, persp_all, depth_all, d_all = [], [], [], [], []
-        step = max(1, self.max_chunk_elems // max(1, f * 4))
-        for s in range(0, n, step):
-            p = pix[s:s + step]
-            lam = (p @ coef).view(-1, f, 4)
-            edge_px = lam[..., :3] * to_px                            # distance to each edge's line
-            dist = edge_px.amin(-1)                                   # >= 0 inside the face
-            best, idx = torch.where(dist >= -1e-6, lam[..., 3], 0).max(dim=-1)   # nearest = largest 1/z
-            hit = best > 0
-            # Silhouette distance of covered pixels: to the winning face's open edges only.
-            win_edges = edge_px.gather(1, idx[:, None, None].expand(-1, 1, 3)).squeeze(1)
-            d_win = torch.where(open_edge[idx], win_edges, float("inf")).amin(-1).clamp(max=1.0)
-            # Uncovered pixels within half a pixel of some face (the line distance bounds the true one).
-            cand = ~hit & (dist.amax(-1) > -0.5)
-            near_idx, near_d = self._exact_nearest(cand[None], p, tri_uv[None], torch.ones(1, f, dtype=torch.bool,
-                                                                                              device=p.device))
-            near_idx, near_d = near_idx[0], near_d[0]
-            touch = hit | (near_d > -0.5)
-            idx = torch.where(hit, idx, near_idx)
-            d_win = torch.where(hit, d_win, near_d)
-            lam_win = lam[..., :3].gather(1, idx[:, None, None].expand(-1, 1, 3)).squeeze(1).clamp(min=0)
-            lam_win = lam_win / lam_win.sum(-1, keepdim=True).clamp(min=1e-12)
-            persp = lam_win * inv_z[idx]
-            depth = 1.0 / persp.sum(-1).clamp(min=1e-12)
-            persp = persp / persp.sum(-1, keepdim=True).clamp(min=1e-12)
-            for acc, val in zip((idx_all, hit_all, persp_all, depth_all, d_all), (idx, touch, persp, depth, d_win)):
-                acc.append(val)
-        return tuple(torch.cat(acc) for acc in (idx_all, hit_all, persp_all, depth_all, d_all))
+    def _compiled(self, verts: Tensor) -> bool:
+        """Whether to use the compiled CPU kernel: CPU tensors, ``backend`` allowing it, Numba importable."""
+        if self.backend == "torch" or verts.device.type != "cpu":
+            return False
+        if _numba_kernel() is None:
+            if self.backend == "numba":
+                raise InputError("renderer backend 'numba' needs Numba (pip install numba); use backend=auto.")
+            return False
+        return True
 
     @staticmethod
-    def _exact_nearest(cand: Tensor, pix: Tensor, tri_uv: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
-        """For candidate pixels (B×N mask), the nearest valid face by true distance to the triangle
-        (not to its edges' lines, which reach far past a sliver's sharp corner). Returns the face
-        index and minus the distance in pixels (-inf for non-candidates)."""
-        bsz, n = cand.shape
-        near_idx = torch.zeros((bsz, n), dtype=torch.long, device=pix.device)
-        near_d = torch.full((bsz, n), -float("inf"), dtype=pix.dtype, device=pix.device)
-        bi, ni = torch.nonzero(cand, as_tuple=True)
-        if len(bi) == 0:
-            return near_idx, near_d
-        p = pix[ni, :2][:, None, None, :]                                  # M×1×1×2
-        a = tri_uv[bi]                                                      # M×F×3×2
-        bvert = a.roll(-1, dims=2)
-        ab = bvert - a
-        t = (((p - a) * ab).sum(-1) / (ab * ab).sum(-1).clamp(min=1e-12)).clamp(0, 1)
-        d = (p - (a + t[..., None] * ab)).norm(dim=-1).amin(-1)           # M×F
-        d = torch.where(valid[bi], d, float("inf"))
-        dmin, fidx = d.min(dim=-1)
-        near_idx[bi, ni] = fidx
-        near_d[bi, ni] = -dmin
-        return near_idx, near_d
+    def _raster_views(views: slice, size, count, x0y0, span, rows, to_px, inv_z, tri_uv, open_edge,
+                      pix_to_face, bary, zbuf, edge_dist) -> None:
+        """Rasterize views ``views`` into the flat B·H·W output buffers, in place.
+
+        Every (view, face, pixel-in-the-face's-box) triple is one test; the nearest covering face
+        wins each pixel by a scatter-max of 1/z, and uncovered pixels within half a pixel of a face
+        take the nearest one by exact distance (for the anti-aliased silhouette)."""
+        h, w = size
+        f = count.shape[1]
+        vf = torch.nonzero(count[views].flatten()).flatten() + views.start * f   # (view, face) pairs with work
+        n = count.flatten()[vf]
+        pair = torch.repeat_interleave(torch.arange(len(vf), device=vf.device), n)  # one entry per test
+        local = torch.arange(len(pair), device=vf.device) - (n.cumsum(0) - n)[pair]
+        sx = span.view(-1, 2)[vf, 0][pair]
+        px = x0y0.view(-1, 2)[vf, 0][pair] + local % sx
+        py = x0y0.view(-1, 2)[vf, 1][pair] + torch.div(local, sx, rounding_mode="floor")
+        vf = vf[pair]                                                   # each test's (view, face)
+        view = torch.div(vf, f, rounding_mode="floor")
+        pix = (view * h + py) * w + px                                  # flat output index
+        xy1 = torch.stack([px + 0.5, py + 0.5, torch.ones_like(px, dtype=rows.dtype)], -1)   # P×3
+        r = rows.view(-1, 4, 3)[vf]
+        lam = r[..., 0] * xy1[:, :1] + r[..., 1] * xy1[:, 1:2] + r[..., 2]   # P×4: barycentrics and 1/z
+        edge_px = lam[:, :3] * to_px.view(-1, 3)[vf]
+        dist = edge_px.amin(-1)                                           # >= 0 inside the face
+        inside = dist >= -1e-6
+        # Depth test: the largest 1/z wins; ties go to the later face, deterministically.
+        best = torch.zeros_like(zbuf).scatter_reduce_(0, pix[inside], lam[inside, 3], "amax")
+        win = inside & (lam[:, 3] >= best[pix]) & (lam[:, 3] > 0)
+        test_id = torch.arange(len(pix), device=pix.device)
+        owner = torch.full_like(pix_to_face, -1).scatter_reduce_(0, pix[win], test_id[win], "amax")
+        hit_pix = torch.nonzero(owner >= 0).flatten()
+        t = owner[hit_pix]
+        d_win = torch.where(open_edge.view(-1, 3)[vf[t]], edge_px[t], float("inf")).amin(-1).clamp(max=1.0)
+        # Uncovered pixels within half a pixel of a face: the nearest by true distance to the triangle
+        # (the line distance bounds it from below, so only tests with dist > -0.5 can touch).
+        near = ~inside & (dist > -0.5)
+        cand = torch.nonzero(near).flatten()
+        cand = cand[owner[pix[cand]] < 0]
+        d_true = _triangle_distance(xy1[cand, :2], tri_uv.view(-1, 3, 2)[vf[cand]])
+        close = d_true < 0.5
+        cand, d_true = cand[close], d_true[close]
+        nearest = torch.full_like(zbuf, float("inf")).scatter_reduce_(0, pix[cand], d_true, "amin")
+        take = d_true <= nearest[pix[cand]]
+        near_owner = torch.full_like(pix_to_face, -1).scatter_reduce_(0, pix[cand[take]], cand[take], "amax")
+        near_pix = torch.nonzero(near_owner >= 0).flatten()
+        all_pix = torch.cat([hit_pix, near_pix])
+        t_all = torch.cat([t, near_owner[near_pix]])
+        d_all = torch.cat([d_win, -nearest[near_pix]])
+        face = vf[t_all] % f
+        lam_win = lam[t_all, :3].clamp(min=0)
+        lam_win = lam_win / lam_win.sum(-1, keepdim=True).clamp(min=1e-12)
+        persp = lam_win * inv_z.view(-1, 3)[vf[t_all]]
+        depth = 1.0 / persp.sum(-1).clamp(min=1e-12)
+        pix_to_face[all_pix] = face
+        bary[all_pix] = persp / persp.sum(-1, keepdim=True).clamp(min=1e-12)
+        zbuf[all_pix] = depth
+        edge_dist[all_pix] = d_all
+
+
+@functools.cache
+def _numba_kernel():
+    """The compiled kernel's entry point, or None where Numba is not installed."""
+    try:
+        from physattack.render.kernels import raster_views
+    except ImportError:
+        return None
+    return raster_views
+
+
+def _raster_compiled(valid, box, rows, to_px, inv_z, tri_uv, open_edge, size) -> Fragments:
+    """All views through the Numba kernel (CPU); the same Fragments as the PyTorch path."""
+    b, (h, w) = valid.shape[0], size
+    dt = rows.dtype
+    pix_to_face = torch.full((b, h, w), -1, dtype=torch.long)
+    bary = torch.zeros((b, h, w, 3), dtype=dt)
+    zbuf = torch.full((b, h, w), float("inf"), dtype=dt)
+    coverage = torch.zeros((b, h, w), dtype=dt)
+    _numba_kernel()(*(t.contiguous().numpy() for t in (valid, box, rows, to_px, inv_z, tri_uv, open_edge)),
+                    pix_to_face.numpy(), bary.numpy(), zbuf.numpy(), coverage.numpy())
+    return Fragments(pix_to_face, bary, zbuf, coverage)
+
+
+def _triangle_distance(p: Tensor, tri: Tensor) -> Tensor:
+    """Distance in pixels from points P×2 to the (outside of) triangles P×3×2: to the nearest edge
+    segment, not to the edges' lines, which reach far past a sliver's sharp corner."""
+    a = tri
+    ab = a.roll(-1, dims=1) - a
+    t = (((p[:, None] - a) * ab).sum(-1) / (ab * ab).sum(-1).clamp(min=1e-12)).clamp(0, 1)
+    return (p[:, None] - (a + t[..., None] * ab)).norm(dim=-1).amin(-1)
 
 
 def edge_neighbours(faces: Tensor) -> Tensor:

@@ -1,0 +1,181 @@
+"""The renderer's CPU kernels, compiled with Numba: the same arithmetic as the PyTorch paths, fused.
+
+On CPU the PyTorch paths spend their time making passes over memory, one tensor operation at a
+time, for what is a few comparisons per pixel and face (rasterization) or a few dozen flops per
+pixel (the lighting terms). One compiled loop does the same work in one pass. ``MeshRasterizer``
+and ``PhongShader`` use these for CPU tensors when Numba is importable, and their PyTorch paths
+elsewhere (CUDA); the two agree (tests/render/test_kernels.py). Nothing here carries gradient: the
+texture lookup, the only path to the patch, stays in PyTorch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, inline="always")
+def _edges(r, tp, x, y):
+    e0 = (r[0, 0] * x + r[0, 1] * y + r[0, 2]) * tp[0]
+    e1 = (r[1, 0] * x + r[1, 1] * y + r[1, 2]) * tp[1]
+    e2 = (r[2, 0] * x + r[2, 1] * y + r[2, 2]) * tp[2]
+    return e0, e1, e2
+
+
+@numba.njit(cache=True)
+def _segment_distance(px, py, ax, ay, bx, by):
+    abx, aby = bx - ax, by - ay
+    t = ((px - ax) * abx + (py - ay) * aby) / max(abx * abx + aby * aby, 1e-12)
+    t = min(max(t, 0.0), 1.0)
+    dx, dy = px - (ax + t * abx), py - (ay + t * aby)
+    return math.sqrt(dx * dx + dy * dy)
+
+
+@numba.njit(parallel=True, cache=True)
+def raster_views(valid, box, rows, to_px, inv_z, tri_uv, open_edge, pix_to_face, bary, zbuf, coverage):
+    """Fill the B×H×W outputs in place (pix_to_face starts at -1, zbuf at inf, the rest at 0).
+
+    Per view: (1) depth test of every covering face over its box (largest 1/z wins, later face on
+    ties); (2) uncovered pixels within half a pixel of a face take the nearest by exact distance;
+    (3) barycentrics, depth and the signed silhouette distance of the winners; (4) box-filter
+    coverage, ``0.5 + d`` on the silhouette and 1 inside."""
+    n_views, n_faces = valid.shape
+    h, w = zbuf.shape[1], zbuf.shape[2]
+    for v in numba.prange(n_views):
+        owner = pix_to_face[v]
+        best = np.zeros((h, w), np.float32)
+        near_d = np.full((h, w), np.inf, np.float32)
+        near_f = np.full((h, w), -1, np.int64)
+        dist = np.full((h, w), -1.0, np.float32)
+        for f in range(n_faces):
+            if not valid[v, f]:
+                continue
+            r, tp = rows[v, f], to_px[v, f]
+            for y in range(box[v, f, 1], box[v, f, 3]):
+                cy = np.float32(y + 0.5)
+                for x in range(box[v, f, 0], box[v, f, 2]):
+                    cx = np.float32(x + 0.5)
+                    e0, e1, e2 = _edges(r, tp, cx, cy)
+                    if min(e0, e1, e2) >= -1e-6:
+                        iz = r[3, 0] * cx + r[3, 1] * cy + r[3, 2]
+                        if iz > 0 and iz >= best[y, x]:
+                            best[y, x] = iz
+                            owner[y, x] = f
+        for f in range(n_faces):
+            if not valid[v, f]:
+                continue
+            r, tp, t = rows[v, f], to_px[v, f], tri_uv[v, f]
+            for y in range(box[v, f, 1], box[v, f, 3]):
+                cy = np.float32(y + 0.5)
+                for x in range(box[v, f, 0], box[v, f, 2]):
+                    if owner[y, x] >= 0:
+                        continue
+                    cx = np.float32(x + 0.5)
+                    e0, e1, e2 = _edges(r, tp, cx, cy)
+                    if min(e0, e1, e2) <= -0.5:          # the line distance bounds the true one
+                        continue
+                    d = min(_segment_distance(cx, cy, t[0, 0], t[0, 1], t[1, 0], t[1, 1]),
+                            _segment_distance(cx, cy, t[1, 0], t[1, 1], t[2, 0], t[2, 1]),
+                            _segment_distance(cx, cy, t[2, 0], t[2, 1], t[0, 0], t[0, 1]))
+                    if d < 0.5 and d <= near_d[y, x]:
+                        near_d[y, x] = d
+                        near_f[y, x] = f
+        for y in range(h):
+            cy = np.float32(y + 0.5)
+            for x in range(w):
+                f = owner[y, x]
+                cx = np.float32(x + 0.5)
+                if f >= 0:
+                    e0, e1, e2 = _edges(rows[v, f], to_px[v, f], cx, cy)
+                    d = np.inf
+                    if open_edge[v, f, 0]:
+                        d = min(d, e0)
+                    if open_edge[v, f, 1]:
+                        d = min(d, e1)
+                    if open_edge[v, f, 2]:
+                        d = min(d, e2)
+                    dist[y, x] = min(d, 1.0)
+                elif near_f[y, x] >= 0:
+                    f = near_f[y, x]
+                    owner[y, x] = f
+                    dist[y, x] = -near_d[y, x]
+                else:
+                    continue
+                r = rows[v, f]
+                l0 = max(r[0, 0] * cx + r[0, 1] * cy + r[0, 2], 0.0)
+                l1 = max(r[1, 0] * cx + r[1, 1] * cy + r[1, 2], 0.0)
+                l2 = max(r[2, 0] * cx + r[2, 1] * cy + r[2, 2], 0.0)
+                s = max(l0 + l1 + l2, 1e-12)
+                p0, p1, p2 = l0 / s * inv_z[v, f, 0], l1 / s * inv_z[v, f, 1], l2 / s * inv_z[v, f, 2]
+                ps = max(p0 + p1 + p2, 1e-12)
+                zbuf[v, y, x] = 1.0 / ps
+                bary[v, y, x, 0], bary[v, y, x, 1], bary[v, y, x, 2] = p0 / ps, p1 / ps, p2 / ps
+        for y in range(h):
+            for x in range(w):
+                d = dist[y, x]
+                if owner[y, x] < 0:
+                    continue
+                if d >= -1e-6:                       # covered: full unless beside an uncovered pixel
+                    inner = True
+                    for yy in range(max(y - 1, 0), min(y + 2, h)):
+                        for xx in range(max(x - 1, 0), min(x + 2, w)):
+                            if dist[yy, xx] < -1e-6:
+                                inner = False
+                    if inner:
+                        coverage[v, y, x] = 1.0
+                        continue
+                coverage[v, y, x] = min(max(0.5 + d, 0.0), 1.0)
+
+
+@numba.njit(cache=True, inline="always")
+def _normalize(x, y, z):
+    n = max(math.sqrt(x * x + y * y + z * z), 1e-12)
+    return x / n, y / n, z / n
+
+
+@numba.njit(cache=True, inline="always")
+def _lerp(ft, k, w0, w1, w2):
+    """Attribute ``k`` of a face-table row at barycentrics (w0, w1, w2)."""
+    return ft[k] * w0 + ft[8 + k] * w1 + ft[16 + k] * w2
+
+
+@numba.njit(parallel=True, cache=True)
+def shading_terms(sel, pix_to_face, bary, coverage, face_table, view_table, pixels_per_view,
+                  uv, gain, lift):
+    """Per covered pixel ``sel[m]`` (flat index into B·H·W): its UV, and the ``gain`` and ``lift``
+    with which the shader turns the texture's albedo into colour, ``albedo * gain + lift``
+    (ambient + Lambert, times light colour and coverage; Blinn-Phong specular, and for untextured
+    faces their own albedo, in ``lift``, with a gain of 0). Tables: per face, 3 corners × (u, v, x, y, z, nx, ny, nz)
+    then diffuse RGB, specular, shininess, textured; per view, eye, light direction, light colour,
+    ambient, diffuse."""
+    for m in numba.prange(sel.shape[0]):
+        p = sel[m]
+        v = p // pixels_per_view
+        ft = face_table[pix_to_face[p]]
+        vt = view_table[v]
+        w0, w1, w2 = bary[p, 0], bary[p, 1], bary[p, 2]
+        ex, ey, ez = _normalize(vt[0] - _lerp(ft, 2, w0, w1, w2), vt[1] - _lerp(ft, 3, w0, w1, w2),
+                                vt[2] - _lerp(ft, 4, w0, w1, w2))
+        nx, ny, nz = _normalize(_lerp(ft, 5, w0, w1, w2), _lerp(ft, 6, w0, w1, w2), _lerp(ft, 7, w0, w1, w2))
+        if nx * ex + ny * ey + nz * ez < 0:
+            nx, ny, nz = -nx, -ny, -nz
+        lx, ly, lz = vt[3], vt[4], vt[5]
+        n_dot_l = max(nx * lx + ny * ly + nz * lz, 0.0)
+        hx, hy, hz = _normalize(lx + ex, ly + ey, lz + ez)
+        spec = 0.0
+        if n_dot_l > 0:
+            spec = ft[27] * max(nx * hx + ny * hy + nz * hz, 0.0) ** ft[28]
+        c = coverage[p]
+        intensity = vt[9] + vt[10] * n_dot_l
+        textured = ft[29] > 0.5
+        uv[m, 0], uv[m, 1] = _lerp(ft, 0, w0, w1, w2), _lerp(ft, 1, w0, w1, w2)
+        for k in range(3):
+            col = vt[6 + k] * c
+            lift[m, k] = col * (vt[10] * spec)
+            if textured:
+                gain[m, k] = col * intensity
+            else:
+                lift[m, k] += ft[24 + k] * (col * intensity)
+                gain[m, k] = 0.0
