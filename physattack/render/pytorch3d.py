@@ -86,10 +86,11 @@ class PyTorch3DRasterizer:
         return Fragments(pix_to_face, bary, zbuf, hit.to(verts.dtype))
 
 
-def auto_rasterizer(**kwargs):
-    """PyTorch3D's rasterizer where it is importable, the built-in one otherwise (and say which)."""
+def auto_rasterizer(backend: str = "auto", **kwargs):
+    """PyTorch3D's rasterizer where it is importable, the built-in one otherwise (and say which);
+    ``backend`` is the built-in one's (see MeshRasterizer)."""
     if pytorch3d_available():
         log.info("renderer=auto: using PyTorch3D's rasterizer")
         return PyTorch3DRasterizer(**kwargs)
     log.info("renderer=auto: PyTorch3D is not installed; using the built-in rasterizer")
-    return MeshRasterizer(**kwargs)
+    return MeshRasterizer(backend=backend, **kwargs)

@@ -53,7 +53,8 @@ class Renderer:
 
     Args:
         rasterizer: callable ``(verts, faces, cameras) -> Fragments``.
-        shader: callable ``(fragments, mesh, texture, cameras, lights) -> (rgb, coverage)``.
+        shader: callable ``(fragments, mesh, texture, cameras, lights, background=None) -> (rgb, coverage)``
+            that composites over ``background`` where one is given (see PhongShader).
         supersample: render at this many times the resolution per axis and box-filter down. The
             rasterizer already anti-aliases silhouettes and the shader mip-maps the texture, so 1
             (the default) is enough; 2 or more is a slower reference.
@@ -72,18 +73,18 @@ class Renderer:
         mesh = scene.mesh
         face_normals = torch.nn.functional.normalize(mesh.normals[mesh.face_normals].mean(1), dim=-1)
         frags = self.rasterizer(mesh.verts, mesh.faces, cams, face_normals)
-        rgb, cover = self.shader(frags, mesh, texture, cams, lights)
-        obj = scene.object_faces.to(frags.pix_to_face.device)
-        on_obj = (frags.pix_to_face >= 0) & obj[frags.pix_to_face.clamp(min=0)]
-        obj_cover = (frags.coverage * on_obj).unsqueeze(1).to(rgb.dtype)
+        obj = torch.cat([torch.zeros(1, dtype=torch.bool), scene.object_faces.cpu()]).to(frags.pix_to_face.device)
+        obj_cover = (frags.coverage * obj[frags.pix_to_face + 1]).unsqueeze(1)
         depth = frags.zbuf.unsqueeze(1)
-        if s > 1:
+        if s == 1:                                            # the shader composites covered pixels only
+            images, cover = self.shader(frags, mesh, texture, cams, lights, background=backgrounds)
+            obj_cover = obj_cover.to(images.dtype)
+        else:
+            rgb, cover = self.shader(frags, mesh, texture, cams, lights)      # premultiplied, over black
+            obj_cover = obj_cover.to(rgb.dtype)
             rgb, cover, obj_cover = (F.avg_pool2d(t, s) for t in (rgb, cover, obj_cover))
             depth = -F.max_pool2d(-depth, s)
-        rgb = rgb.clamp(0, 1)
-        if backgrounds is None:
-            backgrounds = torch.zeros_like(rgb)
-        images = rgb + (1 - cover) * backgrounds               # rgb is premultiplied by coverage
+            images = rgb if backgrounds is None else rgb + (1 - cover) * backgrounds
         return RenderedViews(images=images, alpha=cover, object_mask=obj_cover,
                              boxes=mask_boxes(obj_cover), depth=depth)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -9,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from physattack.errors import InputError
 from physattack.render.camera import Cameras
 from physattack.render.raster import Fragments
 from physattack.scene.mesh import Mesh
@@ -37,7 +39,10 @@ def mip_pyramid(texture: Tensor, levels: int) -> list[Tensor]:
         h, w = out[-1].shape[-2:]
         if min(h, w) < 4:
             break
-        out.append(F.adaptive_avg_pool2d(out[-1], (math.ceil(h / 2), math.ceil(w / 2))))
+        if h % 2 == 0 and w % 2 == 0:
+            out.append(F.avg_pool2d(out[-1], 2))
+        else:
+            out.append(F.adaptive_avg_pool2d(out[-1], (math.ceil(h / 2), math.ceil(w / 2))))
     return out
 
 
@@ -46,61 +51,70 @@ class PhongShader:
 
     Only covered pixels are shaded (gathered into one flat batch), and all views share one lookup
     per mip level into the texture: the work scales with the object's pixels, not the image's.
+    The lighting terms, which carry no gradient, are computed by a compiled kernel on CPU.
+
+    Args:
+        mip_levels: levels of the texture's mip pyramid.
+        backend: ``auto`` computes the lighting terms with the compiled Numba kernel on CPU where
+            Numba is installed and in PyTorch otherwise (CUDA); ``torch`` or ``numba`` force one.
     """
 
-    def __init__(self, mip_levels: int = 6):
+    def __init__(self, mip_levels: int = 6, backend: str = "auto"):
+        if backend not in ("auto", "torch", "numba"):
+            raise InputError(f"shader backend must be auto, torch or numba, not {backend!r}.")
         self.mip_levels = mip_levels
+        self.backend = backend
 
     def __call__(self, fragments: Fragments, mesh: Mesh, texture: Tensor, cameras: Cameras,
-                 lights: Lights) -> tuple[Tensor, Tensor]:
+                 lights: Lights, background: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Shade every covered pixel.
 
         Args:
             texture: 3×Ht×Wt or B×3×Ht×Wt in [0, 1]; may require grad.
+            background: B×3×H×W to composite over ("over", by coverage), or None.
 
         Returns:
-            rgb: B×3×H×W premultiplied by coverage, and coverage B×1×H×W in [0, 1].
+            rgb: B×3×H×W, clamped to [0, 1]: composited over ``background`` where one is given,
+            else premultiplied by coverage (over black); and coverage B×1×H×W in [0, 1].
         """
         p2f = fragments.pix_to_face
         b, h, w = p2f.shape
-        flat = p2f.flatten()
+        dev, dt = fragments.bary.device, texture.dtype
+        flat = p2f.reshape(-1)
         sel = torch.nonzero(flat >= 0).flatten()                       # covered pixels, M
         view = torch.div(sel, h * w, rounding_mode="floor")            # their view
-        face = flat[sel]
-        wts = fragments.bary.reshape(-1, 3)[sel].unsqueeze(-1)         # M×3×1
-
-        def interp(values: Tensor, index: Tensor) -> Tensor:
-            return (values[index[face]] * wts).sum(1)
-
-        uv = interp(mesh.uvs, mesh.face_uvs)                           # M×2
-        pos = interp(mesh.verts, mesh.faces)
-        normal = F.normalize(interp(mesh.normals, mesh.face_normals), dim=-1)
-        mat = mesh.face_materials[face]
-        dt, dev = uv.dtype, uv.device
-        kd = torch.tensor([m.diffuse for m in mesh.materials], device=dev, dtype=dt)
-        ks = torch.tensor([m.specular for m in mesh.materials], device=dev, dtype=dt)[mat]
-        shin = torch.tensor([m.shininess for m in mesh.materials], device=dev, dtype=dt)[mat]
-        albedo = kd[mat]                                               # M×3
-        tex_id = mesh.textured_material
-        if tex_id is not None:
-            # Sampled even when no pixel sees the texture, so the image always depends on it.
-            on_tex = torch.nonzero(mat == tex_id).flatten()
-            level = self._mip_levels(mesh, texture, cameras, tex_id)
-            albedo = albedo.index_copy(0, on_tex, self._sample(texture, uv[on_tex], view[on_tex], level))
-
-        to_eye = F.normalize(cameras.centers[view] - pos, dim=-1)
-        normal = torch.where((normal * to_eye).sum(-1, keepdim=True) < 0, -normal, normal)
-        light_dir = lights.direction[view]
-        n_dot_l = (normal * light_dir).sum(-1).clamp(min=0)
-        half = F.normalize(light_dir + to_eye, dim=-1)
-        spec = ks * (normal * half).sum(-1).clamp(min=0).pow(shin) * (n_dot_l > 0)
-        color = lights.color[view]
-        diffuse = lights.diffuse[view]
-        intensity = lights.ambient[view] + diffuse * n_dot_l
-        rgb_m = albedo * color * intensity[:, None] + color * (diffuse * spec)[:, None]
         cover = fragments.coverage.reshape(-1)[sel].to(dt)
-        rgb = torch.zeros(b * h * w, 3, device=dev, dtype=dt).index_copy(0, sel, rgb_m * cover[:, None])
-        return rgb.view(b, h, w, 3).permute(0, 3, 1, 2), fragments.coverage.unsqueeze(1).to(dt)
+        tex_id = mesh.textured_material
+        with torch.no_grad():
+            # Everything but the texture lookup is a constant of the patch: per pixel, the texture's
+            # albedo is scaled by ``gain`` and lifted by ``lift`` (specular light and untextured albedo).
+            uv, gain, lift = _shading_terms(fragments, sel, mesh, cameras, lights, dt, self._compiled(dev, dt))
+        rgb_m = lift
+        if tex_id is not None:
+            # Every covered pixel looks the texture up (the gain is 0 off the textured faces), so the
+            # image always depends on it, even when no pixel sees it.
+            level = self._mip_levels(mesh, texture, cameras, tex_id)
+            rgb_m = torch.addcmul(lift, self._sample(texture, uv, view, level), gain)
+        rgb_m = rgb_m.clamp(0, 1)
+        # Scatter straight into a contiguous B×3×H×W image: the index of (view, channel, pixel).
+        pix = (sel - view * (h * w))[None] + view[None] * (3 * h * w) + torch.arange(3, device=dev)[:, None] * (h * w)
+        pix = pix.flatten()
+        if background is None:
+            canvas = torch.zeros(b * 3 * h * w, device=dev, dtype=dt)
+        else:
+            canvas = background.to(dt).reshape(-1).clone()
+            rgb_m = rgb_m + (1 - cover[:, None]) * canvas[pix].view(3, -1).T
+        rgb = canvas.index_copy_(0, pix, rgb_m.T.flatten())           # a fresh canvas: in place is safe
+        return rgb.view(b, 3, h, w), fragments.coverage.unsqueeze(1).to(dt)
+
+    def _compiled(self, device: torch.device, dtype: torch.dtype) -> bool:
+        if self.backend == "torch" or device.type != "cpu" or dtype != torch.float32:
+            return False
+        if _numba_kernel() is None:
+            if self.backend == "numba":
+                raise InputError("shader backend 'numba' needs Numba (pip install numba); use backend=auto.")
+            return False
+        return True
 
     def _mip_levels(self, mesh: Mesh, texture: Tensor, cameras: Cameras, tex_id: int) -> Tensor:
         """Per view, the mip level whose texels match the screen pixels: log2 of sqrt(texel area /
@@ -118,23 +132,79 @@ class PhongShader:
         return torch.log2(rate.clamp(min=1.0)).round().long().clamp(max=self.mip_levels - 1)
 
     def _sample(self, texture: Tensor, uv: Tensor, view: Tensor, level: Tensor) -> Tensor:
-        """Bilinear lookups (M×3) at UVs (M×2) of views ``view``, each from its view's mip level."""
-        pyramid = mip_pyramid(texture, self.mip_levels)
-        grid = torch.stack([uv[:, 0] * 2 - 1, 1 - uv[:, 1] * 2], dim=-1)
-        px_level = level[view].clamp(max=len(pyramid) - 1)
-        out = torch.zeros(uv.shape[0], 3, device=uv.device, dtype=uv.dtype) + 0 * pyramid[0].sum()
-        for lv in px_level.unique().tolist():
-            idx = torch.nonzero(px_level == lv).flatten()
+        """Bilinear lookups (M×3) at UVs (M×2) of views ``view``, each from its view's mip level.
+
+        One ``grid_sample`` per mip level: a texture per view is stacked into one tall image, with
+        each lookup clamped to its own texture's texel centres (what border padding does)."""
+        pyramid = mip_pyramid(texture, min(self.mip_levels, int(level.max()) + 1 if len(level) else 1))
+        level = level.clamp(max=len(pyramid) - 1)
+        px_level = level[view]
+        out = None
+        for lv in level.unique().tolist():                                 # a few per-view levels
+            idx = torch.nonzero(px_level == lv).flatten() if level.unique().numel() > 1 else None
             tex = pyramid[lv]
-            if tex.shape[0] == 1:                                       # one texture for every view
-                sampled = F.grid_sample(tex, grid[idx].view(1, 1, -1, 2), mode="bilinear",
-                                        padding_mode="border", align_corners=False)[0, :, 0].T
-            else:                                                       # a texture per view
-                sampled = torch.cat([F.grid_sample(tex[v:v + 1], grid[idx[view[idx] == v]].view(1, 1, -1, 2),
-                                                   mode="bilinear", padding_mode="border",
-                                                   align_corners=False)[0, :, 0].T
-                                     for v in view[idx].unique().tolist()])
-                order = torch.cat([idx[view[idx] == v] for v in view[idx].unique().tolist()])
-                idx = order
+            n, c, th, tw = tex.shape
+            uv_l, view_l = (uv, view) if idx is None else (uv[idx], view[idx])
+            u = uv_l[:, 0].clamp(0.5 / tw, 1 - 0.5 / tw)
+            row = 1 - uv_l[:, 1].clamp(0.5 / th, 1 - 0.5 / th)            # from the top, as a share
+            if n > 1:                                                     # a texture per view
+                tex = tex.transpose(0, 1).reshape(1, c, n * th, tw)
+                row = (view_l + row) / n
+            grid = torch.stack([u * 2 - 1, row * 2 - 1], dim=-1).view(1, 1, -1, 2)
+            sampled = F.grid_sample(tex, grid, mode="bilinear", padding_mode="border", align_corners=False)[0, :, 0].T
+            if idx is None:
+                return sampled
+            out = torch.zeros(uv.shape[0], 3, device=uv.device, dtype=uv.dtype) if out is None else out
             out = out.index_copy(0, idx, sampled)
         return out
+
+
+def _shading_terms(fragments: Fragments, sel: Tensor, mesh: Mesh, cameras: Cameras, lights: Lights,
+                   dt: torch.dtype, compiled: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """Per covered pixel ``sel``: UV (M×2), gain and lift (M×3; the colour is ``albedo * gain + lift``,
+    with a gain of 0 on untextured faces):
+    the compiled kernel where ``compiled``, the same arithmetic in PyTorch otherwise."""
+    dev = sel.device
+    corners = torch.cat([mesh.uvs[mesh.face_uvs], mesh.verts[mesh.faces], mesh.normals[mesh.face_normals]],
+                        dim=-1).to(dt)                                  # F×3 corners×8
+    props = torch.tensor([[*m.diffuse, m.specular, m.shininess, float(m.texture is not None)]
+                          for m in mesh.materials], dtype=dt, device=dev)[mesh.face_materials]
+    face_table = torch.cat([corners.flatten(1), props], dim=1)          # F×30
+    view_table = torch.cat([cameras.centers, lights.direction, lights.color, lights.ambient[:, None],
+                            lights.diffuse[:, None]], dim=1).to(dt)     # B×11
+    b, h, w = fragments.pix_to_face.shape
+    if compiled:
+        m = len(sel)
+        uv, gain, lift = torch.empty(m, 2), torch.empty(m, 3), torch.empty(m, 3)
+        _numba_kernel()(sel.numpy(), fragments.pix_to_face.reshape(-1).numpy(), fragments.bary.reshape(-1, 3).float().numpy(),
+               fragments.coverage.reshape(-1).float().numpy(), face_table.contiguous().numpy(),
+               view_table.contiguous().numpy(), h * w, uv.numpy(), gain.numpy(), lift.numpy())
+        return uv, gain, lift
+    table = face_table[fragments.pix_to_face.reshape(-1)[sel]]          # M×30
+    wts = fragments.bary.reshape(-1, 3)[sel].to(dt)
+    attr = table[:, 0:8] * wts[:, :1]
+    attr = attr.addcmul_(table[:, 8:16], wts[:, 1:2]).addcmul_(table[:, 16:24], wts[:, 2:])
+    uv, pos, normal = attr[:, :2], attr[:, 2:5], attr[:, 5:]
+    kd, ks, shin, on_tex = table[:, 24:27], table[:, 27:28], table[:, 28:29], table[:, 29] > 0.5
+    eye, light_dir, color, ambient, diffuse = view_table[torch.div(sel, h * w, rounding_mode="floor")].split(
+        [3, 3, 3, 1, 1], dim=1)
+    to_eye = F.normalize(eye - pos, dim=-1)
+    normal = F.normalize(normal, dim=-1)
+    normal = torch.where((normal * to_eye).sum(-1, keepdim=True) < 0, -normal, normal)
+    n_dot_l = (normal * light_dir).sum(-1, keepdim=True).clamp(min=0)
+    half = F.normalize(light_dir + to_eye, dim=-1)
+    spec = ks * (normal * half).sum(-1, keepdim=True).clamp(min=0).pow(shin) * (n_dot_l > 0)
+    color = color * fragments.coverage.reshape(-1)[sel, None].to(dt)
+    gain = color * (ambient + diffuse * n_dot_l)
+    lift = color * (diffuse * spec)
+    lift = torch.where(on_tex[:, None], lift, lift + kd * gain)
+    return uv, gain * on_tex[:, None], lift
+
+
+@functools.cache
+def _numba_kernel():
+    try:
+        from physattack.render.kernels import shading_terms
+    except ImportError:
+        return None
+    return shading_terms
