@@ -2,10 +2,17 @@
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/render_speed.py [--views 16 --size 224 --repeats 7]
 
-Renders the stop-sign scene (512² texture) through the built-in renderer with a texture that requires
-grad, backpropagates the image sum, and reports the median over repeats (the first run is dropped as
-warm-up). Baselines in the same run: the same renderer with 2× supersampling (the slower reference
-anti-aliasing), and SignNet's own forward+backward on the same images (the victim's cost).
+Renders the stop-sign scene (512² texture) with a texture that requires grad, backpropagates the
+image sum, and reports medians over repeats. The contenders run interleaved (one of each per
+repeat, after a warm-up of each), so a busy machine slows them alike and the ratios stay fair.
+
+- the built-in renderer as CPU runs it (compiled Numba kernels for rasterization and lighting);
+- the same renderer on its PyTorch paths only (what CUDA runs);
+- PyTorch3D's own renderer (MeshRenderer, HardPhongShader, TexturesUV, default raster settings) on
+  the same mesh, cameras and lights: the reference the issue names, where PyTorch3D is installed;
+- PyTorch3D's rasterizer behind physattack's shader (renderer=pytorch3d);
+- the built-in renderer 2× supersampled (the slower reference anti-aliasing);
+- the whole EOT view pipeline (backgrounds, camera effects) and SignNet's own forward+backward.
 """
 
 from __future__ import annotations
@@ -17,24 +24,29 @@ import time
 import torch
 
 from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
-from physattack.render import Renderer
+from physattack.render import MeshRasterizer, PhongShader, Renderer
 from physattack.render.pytorch3d import PyTorch3DRasterizer, pytorch3d_available
 from physattack.scene import load_scene
 from physattack.victims import load_signnet
 
 
-def median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
+def interleaved_ms(fns: dict, repeats: int) -> dict:
+    """Median ms per call of each function, timed in turn within each repeat (after one warm-up each)."""
+    def sync():
         if torch.cuda.is_available():
             torch.cuda.synchronize()
-        t = time.perf_counter()
+
+    for fn in fns.values():
         fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-    return 1000 * statistics.median(times)
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            sync()
+            t = time.perf_counter()
+            fn()
+            sync()
+            times[name].append(time.perf_counter() - t)
+    return {name: 1000 * statistics.median(t) for name, t in times.items()}
 
 
 def pytorch3d_reference(scene, params, size, dev):
@@ -55,7 +67,7 @@ def pytorch3d_reference(scene, params, size, dev):
     p3d_lights = DirectionalLights(ambient_color=lights.ambient[:, None].expand(-1, 3) * lights.color,
                                    diffuse_color=lights.diffuse[:, None] * lights.color,
                                    specular_color=0.1 * lights.color, direction=-lights.direction, device=dev)
-    renderer = MeshRenderer(MeshRasterizer(p3d_cams, RasterizationSettings(image_size=size, bin_size=0)),
+    renderer = MeshRenderer(MeshRasterizer(p3d_cams, RasterizationSettings(image_size=size)),
                             HardPhongShader(device=dev, cameras=p3d_cams, lights=p3d_lights))
     mesh = scene.mesh
 
@@ -81,13 +93,21 @@ def main() -> None:
     params = ViewSampler(background_count=16).sample(args.views, torch.Generator().manual_seed(0)).to(dev)
     victim = load_signnet().to(dev)
 
-    def render_step(renderer, effects):
-        pipe = ViewPipeline(renderer, bank, (args.size, args.size))
+    cams = params.cameras(max(scene.texture_size_m), (args.size, args.size))
+    lights = params.lights()
+
+    def render_step(renderer):
+        def step():
+            tex = scene.texture.clone().requires_grad_(True)
+            renderer.render(scene, tex, cams, lights).images.sum().backward()
+        return step
+
+    def pipeline_step():
+        pipe = ViewPipeline(Renderer(), bank, (args.size, args.size))
 
         def step():
             tex = scene.texture.clone().requires_grad_(True)
-            views = pipe(scene, tex, params, effects=effects)
-            views.images.sum().backward()
+            pipe(scene, tex, params).images.sum().backward()
         return step
 
     images = ViewPipeline(Renderer(), bank, (args.size, args.size))(scene, scene.texture, params).images
@@ -96,31 +116,34 @@ def main() -> None:
         x = images.clone().requires_grad_(True)
         victim(x).sum().backward()
 
+    fns = {"builtin": render_step(Renderer()),
+           "torch": render_step(Renderer(MeshRasterizer(backend="torch"), PhongShader(backend="torch"))),
+           "ssaa": render_step(Renderer(supersample=2)),
+           "pipeline": pipeline_step(),
+           "victim": victim_step}
+    if pytorch3d_available():
+        fns["p3d"] = pytorch3d_reference(scene, params, args.size, dev)
+        fns["p3d_raster"] = render_step(Renderer(rasterizer=PyTorch3DRasterizer()))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.views} views at "
           f"{args.size}x{args.size}, texture {tuple(scene.texture.shape[1:])}, {len(scene.mesh.faces)} faces; "
-          f"median of {args.repeats}")
-    render = median_ms(render_step(Renderer(), False), args.repeats)
-    full = median_ms(render_step(Renderer(), True), args.repeats)
-    ssaa = median_ms(render_step(Renderer(supersample=2), False), args.repeats)
-    vic = median_ms(victim_step, args.repeats)
-    p3d = p3d_full = None
-    if pytorch3d_available():
-        p3d = median_ms(render_step(Renderer(rasterizer=PyTorch3DRasterizer()), False), args.repeats)
-        p3d_full = median_ms(pytorch3d_reference(scene, params, args.size, dev), args.repeats)
-    n = args.views
-    print(f"built-in renderer, fwd+bwd:                {render / n:7.2f} ms/view")
-    print(f"  + camera effects (blur, noise, JPEG...): {full / n:7.2f} ms/view")
-    print(f"2x supersampled reference, fwd+bwd:        {ssaa / n:7.2f} ms/view  "
-          f"(built-in is {ssaa / render:.1f}x faster)")
-    if p3d is not None:
-        print(f"PyTorch3D renderer (HardPhong, TexturesUV): {p3d_full / n:6.2f} ms/view  "
-              f"(built-in is {p3d_full / render:.1f}x faster)")
-        print(f"PyTorch3D rasterizer + our shader:         {p3d / n:7.2f} ms/view  "
-              f"(built-in is {p3d / render:.1f}x faster)")
+          f"median of {args.repeats}, interleaved")
+    ms = {k: v / args.views for k, v in interleaved_ms(fns, args.repeats).items()}
+    b = ms["builtin"]
+    print(f"built-in renderer, fwd+bwd:                 {b:7.2f} ms/view")
+    print(f"  its PyTorch paths only (as on CUDA):      {ms['torch']:7.2f} ms/view  "
+          f"(compiled kernels: {ms['torch'] / b:.1f}x faster)")
+    if "p3d" in ms:
+        print(f"PyTorch3D renderer (HardPhong, TexturesUV): {ms['p3d']:7.2f} ms/view  "
+              f"(built-in is {ms['p3d'] / b:.1f}x faster; goal 8x)")
+        print(f"PyTorch3D rasterizer + our shader:          {ms['p3d_raster']:7.2f} ms/view  "
+              f"(built-in is {ms['p3d_raster'] / b:.1f}x faster)")
     else:
         print("PyTorch3D: not installed here, so no comparison")
-    print(f"SignNet victim, fwd+bwd on the same views: {vic / n:7.2f} ms/view  "
-          f"(renderer+effects = {full / vic:.1f}x the victim)")
+    print(f"2x supersampled reference, fwd+bwd:         {ms['ssaa']:7.2f} ms/view  "
+          f"(built-in is {ms['ssaa'] / b:.1f}x faster)")
+    print(f"EOT view pipeline (backgrounds, effects):   {ms['pipeline']:7.2f} ms/view")
+    print(f"SignNet victim, fwd+bwd on the same views:  {ms['victim']:7.2f} ms/view  "
+          f"(pipeline = {ms['pipeline'] / ms['victim']:.1f}x the victim)")
 
 
 if __name__ == "__main__":

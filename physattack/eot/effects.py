@@ -18,14 +18,16 @@ from physattack.eot.params import SceneParams
 def resample_to_sensor(images: Tensor, sensor_px: Tensor) -> Tensor:
     """Downsample each view to its native sensor width (area filter) and back up (bilinear)."""
     b, _, h, w = images.shape
-    out = images
-    for i in torch.nonzero(sensor_px < w * 0.95).flatten().tolist():
+    low = torch.nonzero(sensor_px < w * 0.95).flatten()
+    if len(low) == 0:
+        return images
+    resampled = []
+    for i in low.tolist():
         sw = max(8, int(round(float(sensor_px[i]))))
         sh = max(8, int(round(sw * h / w)))
         small = F.interpolate(images[i:i + 1], size=(sh, sw), mode="area")
-        big = F.interpolate(small, size=(h, w), mode="bilinear", align_corners=False)
-        out = out.index_copy(0, torch.tensor([i], device=images.device), big)
-    return out
+        resampled.append(F.interpolate(small, size=(h, w), mode="bilinear", align_corners=False))
+    return images.index_copy(0, low.to(images.device), torch.cat(resampled))
 
 
 def gaussian_blur(images: Tensor, sigma_px: Tensor) -> Tensor:
