@@ -35,7 +35,7 @@ def _segment_distance(px, py, ax, ay, bx, by):
 
 @numba.njit(parallel=True, cache=True)
 def raster_views(valid, box, rows, to_px, inv_z, tri_uv, open_edge, pix_to_face, bary, zbuf, coverage):
-    """Fill the B×H×W outputs in place (pix_to_face starts at -1, zbuf at inf, the rest at 0).
+    """Fill the B×H×W outputs in place (pix_to_face must start at -1; the others are written whole).
 
     Per view: (1) depth test of every covering face over its box (largest 1/z wins, later face on
     ties); (2) uncovered pixels within half a pixel of a face take the nearest by exact distance;
@@ -102,6 +102,8 @@ def raster_views(valid, box, rows, to_px, inv_z, tri_uv, open_edge, pix_to_face,
                     owner[y, x] = f
                     dist[y, x] = -near_d[y, x]
                 else:
+                    zbuf[v, y, x] = np.inf
+                    bary[v, y, x, 0], bary[v, y, x, 1], bary[v, y, x, 2] = 0.0, 0.0, 0.0
                     continue
                 r = rows[v, f]
                 l0 = max(r[0, 0] * cx + r[0, 1] * cy + r[0, 2], 0.0)
@@ -115,6 +117,7 @@ def raster_views(valid, box, rows, to_px, inv_z, tri_uv, open_edge, pix_to_face,
         for y in range(h):
             for x in range(w):
                 d = dist[y, x]
+                coverage[v, y, x] = 0.0
                 if owner[y, x] < 0:
                     continue
                 if d >= -1e-6:                       # covered: full unless beside an uncovered pixel

@@ -218,9 +218,9 @@ def _raster_compiled(valid, box, rows, to_px, inv_z, tri_uv, open_edge, size) ->
     b, (h, w) = valid.shape[0], size
     dt = rows.dtype
     pix_to_face = torch.full((b, h, w), -1, dtype=torch.long)
-    bary = torch.zeros((b, h, w, 3), dtype=dt)
-    zbuf = torch.full((b, h, w), float("inf"), dtype=dt)
-    coverage = torch.zeros((b, h, w), dtype=dt)
+    bary = torch.empty((b, h, w, 3), dtype=dt)
+    zbuf = torch.empty((b, h, w), dtype=dt)
+    coverage = torch.empty((b, h, w), dtype=dt)
     _numba_kernel()(*(t.contiguous().numpy() for t in (valid, box, rows, to_px, inv_z, tri_uv, open_edge)),
                     pix_to_face.numpy(), bary.numpy(), zbuf.numpy(), coverage.numpy())
     return Fragments(pix_to_face, bary, zbuf, coverage)

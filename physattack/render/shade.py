@@ -134,29 +134,33 @@ class PhongShader:
     def _sample(self, texture: Tensor, uv: Tensor, view: Tensor, level: Tensor) -> Tensor:
         """Bilinear lookups (M×3) at UVs (M×2) of views ``view``, each from its view's mip level.
 
-        One ``grid_sample`` per mip level: a texture per view is stacked into one tall image, with
-        each lookup clamped to its own texture's texel centres (what border padding does)."""
+        One ``grid_sample`` for all: the mip levels in use sit side by side in one atlas image (a
+        texture per view stacked top to bottom within each), and each lookup is clamped to its own
+        level's (and view's) texel centres, which is what border padding does, so none reads
+        across into a neighbour."""
         pyramid = mip_pyramid(texture, min(self.mip_levels, int(level.max()) + 1 if len(level) else 1))
         level = level.clamp(max=len(pyramid) - 1)
-        px_level = level[view]
-        out = None
-        for lv in level.unique().tolist():                                 # a few per-view levels
-            idx = torch.nonzero(px_level == lv).flatten() if level.unique().numel() > 1 else None
-            tex = pyramid[lv]
-            n, c, th, tw = tex.shape
-            uv_l, view_l = (uv, view) if idx is None else (uv[idx], view[idx])
-            u = uv_l[:, 0].clamp(0.5 / tw, 1 - 0.5 / tw)
-            row = 1 - uv_l[:, 1].clamp(0.5 / th, 1 - 0.5 / th)            # from the top, as a share
-            if n > 1:                                                     # a texture per view
-                tex = tex.transpose(0, 1).reshape(1, c, n * th, tw)
-                row = (view_l + row) / n
-            grid = torch.stack([u * 2 - 1, row * 2 - 1], dim=-1).view(1, 1, -1, 2)
-            sampled = F.grid_sample(tex, grid, mode="bilinear", padding_mode="border", align_corners=False)[0, :, 0].T
-            if idx is None:
-                return sampled
-            out = torch.zeros(uv.shape[0], 3, device=uv.device, dtype=uv.dtype) if out is None else out
-            out = out.index_copy(0, idx, sampled)
-        return out
+        used = level.unique().tolist()
+        n, c = pyramid[0].shape[:2]
+        tiles, place, x0 = [], {}, 0
+        for lv in used:
+            th, tw = pyramid[lv].shape[-2:]
+            tiles.append(pyramid[lv].transpose(0, 1).reshape(1, c, n * th, tw))
+            place[lv] = (x0, th, tw)
+            x0 += tw
+        height = max(t.shape[2] for t in tiles)
+        atlas = torch.cat([F.pad(t, (0, 0, 0, height - t.shape[2])) for t in tiles], dim=3) if len(tiles) > 1 \
+            else tiles[0]
+        lut = torch.zeros(len(pyramid), 3, device=uv.device, dtype=uv.dtype)
+        for lv, xyz in place.items():
+            lut[lv] = torch.tensor(xyz, dtype=uv.dtype)
+        x_off, th, tw = lut[level][view].unbind(1)                       # per pixel: its level's place
+        x = x_off + torch.minimum(torch.maximum(uv[:, 0] * tw, torch.full_like(tw, 0.5)), tw - 0.5)
+        y = torch.minimum(torch.maximum((1 - uv[:, 1]) * th, torch.full_like(th, 0.5)), th - 0.5)
+        if n > 1:                                                         # a texture per view
+            y = y + view.to(uv.dtype) * th
+        grid = torch.stack([2 * x / atlas.shape[3] - 1, 2 * y / atlas.shape[2] - 1], dim=-1).view(1, 1, -1, 2)
+        return F.grid_sample(atlas, grid, mode="bilinear", padding_mode="border", align_corners=False)[0, :, 0].T
 
 
 def _shading_terms(fragments: Fragments, sel: Tensor, mesh: Mesh, cameras: Cameras, lights: Lights,
