@@ -8,13 +8,12 @@ each pixel: the work follows the faces' screen area, not faces × image.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from physattack.errors import InputError
+from physattack.render.backends import check_backend, numba_kernels, use_compiled
 from physattack.render.camera import Cameras
 
 
@@ -55,12 +54,10 @@ class MeshRasterizer:
 
     def __init__(self, near_m: float = 0.05, cull_backfaces: bool = True, max_chunk_elems: int = 1 << 23,
                  backend: str = "auto"):
-        if backend not in ("auto", "torch", "numba"):
-            raise InputError(f"rasterizer backend must be auto, torch or numba, not {backend!r}.")
         self.near_m = near_m
         self.cull_backfaces = cull_backfaces
         self.max_chunk_elems = max_chunk_elems
-        self.backend = backend
+        self.backend = check_backend(backend, "rasterizer")
 
     @torch.no_grad()
     def __call__(self, verts: Tensor, faces: Tensor, cameras: Cameras, face_normals: Tensor | None = None) -> Fragments:
@@ -108,7 +105,7 @@ class MeshRasterizer:
         span = (x1y1 - x0y0).clamp(min=0)
         count = (span[..., 0] * span[..., 1]).masked_fill(~valid, 0)                # B×F pixels to test
 
-        if self._compiled(verts):
+        if use_compiled(self.backend, verts.device, "rasterizer"):
             return _raster_compiled(valid, torch.cat([x0y0, x1y1], -1), rows, to_px, inv_z, tri_uv, open_edge, (h, w))
         pix_to_face = torch.full((b * h * w,), -1, dtype=torch.long, device=dev)
         bary = torch.zeros((b * h * w, 3), dtype=dt, device=dev)
@@ -132,16 +129,6 @@ class MeshRasterizer:
         coverage = torch.where(covered & ~open_side, torch.ones_like(edge_dist), (0.5 + edge_dist).clamp(0, 1))
         coverage = torch.where(pix_to_face >= 0, coverage, torch.zeros_like(coverage))
         return Fragments(pix_to_face, bary.view(b, h, w, 3), zbuf, coverage)
-
-    def _compiled(self, verts: Tensor) -> bool:
-        """Whether to use the compiled CPU kernel: CPU tensors, ``backend`` allowing it, Numba importable."""
-        if self.backend == "torch" or verts.device.type != "cpu":
-            return False
-        if _numba_kernel() is None:
-            if self.backend == "numba":
-                raise InputError("renderer backend 'numba' needs Numba (pip install numba); use backend=auto.")
-            return False
-        return True
 
     @staticmethod
     def _raster_views(views: slice, size, count, x0y0, span, rows, to_px, inv_z, tri_uv, open_edge,
@@ -203,16 +190,6 @@ class MeshRasterizer:
         edge_dist[all_pix] = d_all
 
 
-@functools.cache
-def _numba_kernel():
-    """The compiled kernel's entry point, or None where Numba is not installed."""
-    try:
-        from physattack.render.kernels import raster_views
-    except ImportError:
-        return None
-    return raster_views
-
-
 def _raster_compiled(valid, box, rows, to_px, inv_z, tri_uv, open_edge, size) -> Fragments:
     """All views through the Numba kernel (CPU); the same Fragments as the PyTorch path."""
     b, (h, w) = valid.shape[0], size
@@ -221,8 +198,9 @@ def _raster_compiled(valid, box, rows, to_px, inv_z, tri_uv, open_edge, size) ->
     bary = torch.empty((b, h, w, 3), dtype=dt)
     zbuf = torch.empty((b, h, w), dtype=dt)
     coverage = torch.empty((b, h, w), dtype=dt)
-    _numba_kernel()(*(t.contiguous().numpy() for t in (valid, box, rows, to_px, inv_z, tri_uv, open_edge)),
-                    pix_to_face.numpy(), bary.numpy(), zbuf.numpy(), coverage.numpy())
+    inputs = (valid, box, rows, to_px, inv_z, tri_uv, open_edge)
+    numba_kernels().raster_views(*(t.contiguous().numpy() for t in inputs), pix_to_face.numpy(), bary.numpy(),
+                                 zbuf.numpy(), coverage.numpy())
     return Fragments(pix_to_face, bary, zbuf, coverage)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -10,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from physattack.errors import InputError
+from physattack.render.backends import check_backend, numba_kernels, use_compiled
 from physattack.render.camera import Cameras
 from physattack.render.raster import Fragments
 from physattack.scene.mesh import Mesh
@@ -60,10 +59,8 @@ class PhongShader:
     """
 
     def __init__(self, mip_levels: int = 6, backend: str = "auto"):
-        if backend not in ("auto", "torch", "numba"):
-            raise InputError(f"shader backend must be auto, torch or numba, not {backend!r}.")
         self.mip_levels = mip_levels
-        self.backend = backend
+        self.backend = check_backend(backend, "shader")
 
     def __call__(self, fragments: Fragments, mesh: Mesh, texture: Tensor, cameras: Cameras,
                  lights: Lights, background: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -88,7 +85,8 @@ class PhongShader:
         with torch.no_grad():
             # Everything but the texture lookup is a constant of the patch: per pixel, the texture's
             # albedo is scaled by ``gain`` and lifted by ``lift`` (specular light and untextured albedo).
-            uv, gain, lift = _shading_terms(fragments, sel, mesh, cameras, lights, dt, self._compiled(dev, dt))
+            compiled = dt == torch.float32 and use_compiled(self.backend, dev, "shader")
+            uv, gain, lift = _shading_terms(fragments, sel, mesh, cameras, lights, dt, compiled)
         rgb_m = lift
         if tex_id is not None:
             # Every covered pixel looks the texture up (the gain is 0 off the textured faces), so the
@@ -106,15 +104,6 @@ class PhongShader:
             rgb_m = rgb_m + (1 - cover[:, None]) * canvas[pix].view(3, -1).T
         rgb = canvas.index_copy_(0, pix, rgb_m.T.flatten())           # a fresh canvas: in place is safe
         return rgb.view(b, 3, h, w), fragments.coverage.unsqueeze(1).to(dt)
-
-    def _compiled(self, device: torch.device, dtype: torch.dtype) -> bool:
-        if self.backend == "torch" or device.type != "cpu" or dtype != torch.float32:
-            return False
-        if _numba_kernel() is None:
-            if self.backend == "numba":
-                raise InputError("shader backend 'numba' needs Numba (pip install numba); use backend=auto.")
-            return False
-        return True
 
     def _mip_levels(self, mesh: Mesh, texture: Tensor, cameras: Cameras, tex_id: int) -> Tensor:
         """Per view, the mip level whose texels match the screen pixels: log2 of sqrt(texel area /
@@ -180,9 +169,10 @@ def _shading_terms(fragments: Fragments, sel: Tensor, mesh: Mesh, cameras: Camer
     if compiled:
         m = len(sel)
         uv, gain, lift = torch.empty(m, 2), torch.empty(m, 3), torch.empty(m, 3)
-        _numba_kernel()(sel.numpy(), fragments.pix_to_face.reshape(-1).numpy(), fragments.bary.reshape(-1, 3).float().numpy(),
-               fragments.coverage.reshape(-1).float().numpy(), face_table.contiguous().numpy(),
-               view_table.contiguous().numpy(), h * w, uv.numpy(), gain.numpy(), lift.numpy())
+        arrays = (sel, fragments.pix_to_face.reshape(-1), fragments.bary.reshape(-1, 3).float(),
+                  fragments.coverage.reshape(-1).float(), face_table, view_table)
+        numba_kernels().shading_terms(*(t.contiguous().numpy() for t in arrays), h * w, uv.numpy(), gain.numpy(),
+                                      lift.numpy())
         return uv, gain, lift
     table = face_table[fragments.pix_to_face.reshape(-1)[sel]]          # M×30
     wts = fragments.bary.reshape(-1, 3)[sel].to(dt)
@@ -203,12 +193,3 @@ def _shading_terms(fragments: Fragments, sel: Tensor, mesh: Mesh, cameras: Camer
     lift = color * (diffuse * spec)
     lift = torch.where(on_tex[:, None], lift, lift + kd * gain)
     return uv, gain * on_tex[:, None], lift
-
-
-@functools.cache
-def _numba_kernel():
-    try:
-        from physattack.render.kernels import shading_terms
-    except ImportError:
-        return None
-    return shading_terms

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from physattack.render import Fragments, MeshRasterizer, look_at_cameras
-from physattack.render import raster
+from physattack.render import backends
 
 H, W = 48, 64
 FOV = math.degrees(2 * math.atan(0.4))      # focal 80 px for a 64-px-wide image: 40 px per metre at 2 m
@@ -18,7 +18,7 @@ FOV = math.degrees(2 * math.atan(0.4))      # focal 80 px for a 64-px-wide image
 def backend(request, monkeypatch):
     """Every test here runs on both paths: the compiled CPU kernel and the PyTorch one (CUDA's)."""
     if request.param == "torch":
-        monkeypatch.setattr(raster, "_numba_kernel", lambda: None)
+        monkeypatch.setattr(backends, "numba_kernels", lambda: None)
     return request.param
 
 
