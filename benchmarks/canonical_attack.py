@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from physattack.evaluate.protocol import heldout_line
+
 
 def main() -> None:
     extra = sys.argv[1:]
@@ -46,6 +48,8 @@ def main() -> None:
     print(f"success 95% CI [{asr['ci95'][0]:.3f}, {asr['ci95'][1]:.3f}] over {asr['n']} clean-correct views; "
           f"unconditional {m['attack_success_rate_unconditional']['rate']:.3f}; "
           f"mean yield confidence {m['mean_target_confidence']:.3f}")
+    if m.get("heldout"):
+        print(heldout_line(m["heldout"]))
 
 
 if __name__ == "__main__":
