@@ -145,14 +145,18 @@ def _lerp(ft, k, w0, w1, w2):
 
 
 @numba.njit(parallel=True, cache=True)
-def shading_terms(sel, pix_to_face, bary, coverage, face_table, view_table, pixels_per_view,
-                  uv, gain, lift):
-    """Per covered pixel ``sel[m]`` (flat index into B·H·W): its UV, and the ``gain`` and ``lift``
-    with which the shader turns the texture's albedo into colour, ``albedo * gain + lift``
-    (ambient + Lambert, times light colour and coverage; Blinn-Phong specular, and for untextured
-    faces their own albedo, in ``lift``, with a gain of 0). Tables: per face, 3 corners × (u, v, x, y, z, nx, ny, nz)
-    then diffuse RGB, specular, shininess, textured; per view, eye, light direction, light colour,
-    ambient, diffuse."""
+def shading_terms(sel, pix_to_face, bary, coverage, face_table, view_table, place, atlas_w, atlas_h,
+                  pixels_per_view, grid, gain, lift, pix):
+    """Per covered pixel ``sel[m]`` (flat index into B·H·W): where it reads the texture atlas
+    (``grid``, M×2 in grid_sample's [-1, 1]), the ``gain`` and ``lift`` (3×M) with which the shader
+    turns that albedo into colour, ``albedo * gain + lift``, and its three channels' flat indices
+    into the B×3×H×W image (``pix``, 3×M).
+
+    ``gain`` is ambient + Lambert times light colour and coverage; ``lift`` holds the Blinn-Phong
+    specular and, on untextured faces (gain 0), their own albedo. Tables: per face, 3 corners ×
+    (u, v, x, y, z, nx, ny, nz) then diffuse RGB, specular, shininess, textured; per view, eye,
+    light direction, light colour, ambient, diffuse; per view, its mip level's place in the atlas
+    (x offset, height, width, row offset of the view's own texture)."""
     for m in numba.prange(sel.shape[0]):
         p = sel[m]
         v = p // pixels_per_view
@@ -173,12 +177,39 @@ def shading_terms(sel, pix_to_face, bary, coverage, face_table, view_table, pixe
         c = coverage[p]
         intensity = vt[9] + vt[10] * n_dot_l
         textured = ft[29] > 0.5
-        uv[m, 0], uv[m, 1] = _lerp(ft, 0, w0, w1, w2), _lerp(ft, 1, w0, w1, w2)
+        x_off, th, tw, row = place[v, 0], place[v, 1], place[v, 2], place[v, 3]
+        u = min(max(_lerp(ft, 0, w0, w1, w2) * tw, 0.5), tw - 0.5)
+        t = min(max((1.0 - _lerp(ft, 1, w0, w1, w2)) * th, 0.5), th - 0.5)
+        grid[m, 0] = 2.0 * (x_off + u) / atlas_w - 1.0
+        grid[m, 1] = 2.0 * (row + t) / atlas_h - 1.0
+        q = p - v * pixels_per_view
         for k in range(3):
             col = vt[6 + k] * c
-            lift[m, k] = col * (vt[10] * spec)
+            lift[k, m] = col * (vt[10] * spec)
             if textured:
-                gain[m, k] = col * intensity
+                gain[k, m] = col * intensity
             else:
-                lift[m, k] += ft[24 + k] * (col * intensity)
-                gain[m, k] = 0.0
+                lift[k, m] += ft[24 + k] * (col * intensity)
+                gain[k, m] = 0.0
+            pix[k, m] = (3 * v + k) * pixels_per_view + q
+
+
+@numba.njit(parallel=True, cache=True)
+def object_mask(pix_to_face, coverage, on_object, mask, boxes):
+    """The object's coverage (B×H×W: coverage where the pixel's face is the object's, not a
+    support's) and its boxes (B×4, x0 y0 x1 y1 of the pixels over half covered; zeros if none)."""
+    n_views, h, w = pix_to_face.shape
+    for v in numba.prange(n_views):
+        x0, y0, x1, y1 = w, h, -1, -1
+        for y in range(h):
+            for x in range(w):
+                f = pix_to_face[v, y, x]
+                c = coverage[v, y, x] if f >= 0 and on_object[f] else 0.0
+                mask[v, y, x] = c
+                if c > 0.5:
+                    x0, x1 = min(x0, x), max(x1, x)
+                    y0, y1 = min(y0, y), max(y1, y)
+        if x1 >= 0:
+            boxes[v, 0], boxes[v, 1], boxes[v, 2], boxes[v, 3] = x0, y0, x1 + 1, y1 + 1
+        else:
+            boxes[v, 0], boxes[v, 1], boxes[v, 2], boxes[v, 3] = 0, 0, 0, 0

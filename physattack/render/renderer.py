@@ -8,8 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from physattack.render.backends import numba_kernels, use_compiled
 from physattack.render.camera import Cameras
-from physattack.render.raster import MeshRasterizer
+from physattack.render.raster import Fragments, MeshRasterizer
 from physattack.render.shade import Lights, PhongShader
 from physattack.scene.scene import Scene
 
@@ -48,6 +49,20 @@ def mask_boxes(mask: Tensor, threshold: float = 0.5) -> Tensor:
     return torch.where(on.flatten(1).any(1, keepdim=True), boxes, torch.zeros_like(boxes))
 
 
+def object_mask(fragments: Fragments, object_faces: Tensor) -> tuple[Tensor, Tensor]:
+    """The object's coverage (B×1×H×W: the fragments' coverage where the face is one of
+    ``object_faces``, an F boolean mask) and its boxes as ``mask_boxes`` gives them (B×4)."""
+    p2f, coverage = fragments.pix_to_face, fragments.coverage
+    if use_compiled("auto", p2f.device, "renderer"):
+        mask, boxes = torch.empty_like(coverage), torch.empty(p2f.shape[0], 4, dtype=torch.float32)
+        numba_kernels().object_mask(p2f.contiguous().numpy(), coverage.contiguous().numpy(), object_faces.cpu().numpy(),
+                                    mask.numpy(), boxes.numpy())
+        return mask.unsqueeze(1), boxes
+    on = torch.cat([torch.zeros(1, dtype=torch.bool, device=p2f.device), object_faces.to(p2f.device)])
+    mask = (coverage * on[p2f + 1]).unsqueeze(1)
+    return mask, mask_boxes(mask)
+
+
 class Renderer:
     """``Renderer(rasterizer, shader)``: any rasterizer making Fragments works with any shader.
 
@@ -73,19 +88,18 @@ class Renderer:
         mesh = scene.mesh
         face_normals = torch.nn.functional.normalize(mesh.normals[mesh.face_normals].mean(1), dim=-1)
         frags = self.rasterizer(mesh.verts, mesh.faces, cams, face_normals)
-        obj = torch.cat([torch.zeros(1, dtype=torch.bool), scene.object_faces.cpu()]).to(frags.pix_to_face.device)
-        obj_cover = (frags.coverage * obj[frags.pix_to_face + 1]).unsqueeze(1)
         depth = frags.zbuf.unsqueeze(1)
         if s == 1:                                            # the shader composites covered pixels only
             images, cover = self.shader(frags, mesh, texture, cams, lights, background=backgrounds)
+            obj_cover, boxes = object_mask(frags, scene.object_faces)
             obj_cover = obj_cover.to(images.dtype)
         else:
             rgb, cover = self.shader(frags, mesh, texture, cams, lights)      # premultiplied, over black
-            obj_cover = obj_cover.to(rgb.dtype)
+            obj_cover = object_mask(frags, scene.object_faces)[0].to(rgb.dtype)
             rgb, cover, obj_cover = (F.avg_pool2d(t, s) for t in (rgb, cover, obj_cover))
             depth = -F.max_pool2d(-depth, s)
             images = rgb if backgrounds is None else rgb + (1 - cover) * backgrounds
-        return RenderedViews(images=images, alpha=cover, object_mask=obj_cover,
-                             boxes=mask_boxes(obj_cover), depth=depth)
+            boxes = mask_boxes(obj_cover)
+        return RenderedViews(images=images, alpha=cover, object_mask=obj_cover, boxes=boxes, depth=depth)
 
     __call__ = render

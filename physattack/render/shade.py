@@ -77,33 +77,35 @@ class PhongShader:
         p2f = fragments.pix_to_face
         b, h, w = p2f.shape
         dev, dt = fragments.bary.device, texture.dtype
-        flat = p2f.reshape(-1)
-        sel = torch.nonzero(flat >= 0).flatten()                       # covered pixels, M
-        view = torch.div(sel, h * w, rounding_mode="floor")            # their view
-        cover = fragments.coverage.reshape(-1)[sel].to(dt)
+        sel = torch.nonzero(p2f.reshape(-1) >= 0).flatten()           # covered pixels, M
         tex_id = mesh.textured_material
+        atlas, place = None, torch.zeros(b, 4, device=dev, dtype=dt)
+        if tex_id is not None:
+            level = self._mip_levels(mesh, texture, cameras, tex_id)
+            pyramid = mip_pyramid(texture, min(self.mip_levels, int(level.max()) + 1 if len(level) else 1))
+            atlas, place = _atlas(pyramid, level.clamp(max=len(pyramid) - 1))
         with torch.no_grad():
             # Everything but the texture lookup is a constant of the patch: per pixel, the texture's
             # albedo is scaled by ``gain`` and lifted by ``lift`` (specular light and untextured albedo).
             compiled = dt == torch.float32 and use_compiled(self.backend, dev, "shader")
-            uv, gain, lift = _shading_terms(fragments, sel, mesh, cameras, lights, dt, compiled)
-        rgb_m = lift
-        if tex_id is not None:
+            atlas_size = atlas.shape[-2:] if atlas is not None else (1, 1)
+            grid, gain, lift, pix = _shading_terms(fragments, sel, mesh, cameras, lights, place, atlas_size, dt,
+                                                   compiled)
+        rgb = lift                                                     # 3×M, channel-major like the image
+        if atlas is not None:
             # Every covered pixel looks the texture up (the gain is 0 off the textured faces), so the
             # image always depends on it, even when no pixel sees it.
-            level = self._mip_levels(mesh, texture, cameras, tex_id)
-            rgb_m = torch.addcmul(lift, self._sample(texture, uv, view, level), gain)
-        rgb_m = rgb_m.clamp(0, 1)
-        # Scatter straight into a contiguous B×3×H×W image: the index of (view, channel, pixel).
-        pix = (sel - view * (h * w))[None] + view[None] * (3 * h * w) + torch.arange(3, device=dev)[:, None] * (h * w)
-        pix = pix.flatten()
+            albedo = F.grid_sample(atlas, grid.view(1, 1, -1, 2), mode="bilinear", padding_mode="border",
+                                   align_corners=False)[0, :, 0]
+            rgb = torch.addcmul(lift, albedo, gain)
+        rgb = rgb.clamp(0, 1)
         if background is None:
             canvas = torch.zeros(b * 3 * h * w, device=dev, dtype=dt)
         else:
             canvas = background.to(dt).reshape(-1).clone()
-            rgb_m = rgb_m + (1 - cover[:, None]) * canvas[pix].view(3, -1).T
-        rgb = canvas.index_copy_(0, pix, rgb_m.T.flatten())           # a fresh canvas: in place is safe
-        return rgb.view(b, 3, h, w), fragments.coverage.unsqueeze(1).to(dt)
+            rgb = rgb + (1 - fragments.coverage.reshape(-1)[sel].to(dt)) * canvas[pix]
+        image = canvas.index_copy_(0, pix.flatten(), rgb.flatten())   # a fresh canvas: in place is safe
+        return image.view(b, 3, h, w), fragments.coverage.unsqueeze(1).to(dt)
 
     def _mip_levels(self, mesh: Mesh, texture: Tensor, cameras: Cameras, tex_id: int) -> Tensor:
         """Per view, the mip level whose texels match the screen pixels: log2 of sqrt(texel area /
@@ -120,43 +122,37 @@ class PhongShader:
         rate = (tex_area.sum() / scr_area.sum(1).clamp(min=1e-6)).sqrt()  # texels per pixel, per view
         return torch.log2(rate.clamp(min=1.0)).round().long().clamp(max=self.mip_levels - 1)
 
-    def _sample(self, texture: Tensor, uv: Tensor, view: Tensor, level: Tensor) -> Tensor:
-        """Bilinear lookups (M×3) at UVs (M×2) of views ``view``, each from its view's mip level.
 
-        One ``grid_sample`` for all: the mip levels in use sit side by side in one atlas image (a
-        texture per view stacked top to bottom within each), and each lookup is clamped to its own
-        level's (and view's) texel centres, which is what border padding does, so none reads
-        across into a neighbour."""
-        pyramid = mip_pyramid(texture, min(self.mip_levels, int(level.max()) + 1 if len(level) else 1))
-        level = level.clamp(max=len(pyramid) - 1)
-        used = level.unique().tolist()
-        n, c = pyramid[0].shape[:2]
-        tiles, place, x0 = [], {}, 0
-        for lv in used:
-            th, tw = pyramid[lv].shape[-2:]
-            tiles.append(pyramid[lv].transpose(0, 1).reshape(1, c, n * th, tw))
-            place[lv] = (x0, th, tw)
-            x0 += tw
-        height = max(t.shape[2] for t in tiles)
-        atlas = torch.cat([F.pad(t, (0, 0, 0, height - t.shape[2])) for t in tiles], dim=3) if len(tiles) > 1 \
-            else tiles[0]
-        lut = torch.zeros(len(pyramid), 3, device=uv.device, dtype=uv.dtype)
-        for lv, xyz in place.items():
-            lut[lv] = torch.tensor(xyz, dtype=uv.dtype)
-        x_off, th, tw = lut[level][view].unbind(1)                       # per pixel: its level's place
-        x = x_off + torch.minimum(torch.maximum(uv[:, 0] * tw, torch.full_like(tw, 0.5)), tw - 0.5)
-        y = torch.minimum(torch.maximum((1 - uv[:, 1]) * th, torch.full_like(th, 0.5)), th - 0.5)
-        if n > 1:                                                         # a texture per view
-            y = y + view.to(uv.dtype) * th
-        grid = torch.stack([2 * x / atlas.shape[3] - 1, 2 * y / atlas.shape[2] - 1], dim=-1).view(1, 1, -1, 2)
-        return F.grid_sample(atlas, grid, mode="bilinear", padding_mode="border", align_corners=False)[0, :, 0].T
+def _atlas(pyramid: list[Tensor], level: Tensor) -> tuple[Tensor, Tensor]:
+    """The mip levels that ``level`` (B, per view) uses, side by side in one 1×3×H×W atlas (a texture
+    per view stacked top to bottom within its level), and each view's place in it (B×4: x offset,
+    height and width of its level, row offset of its own texture), so that one ``grid_sample``
+    serves every view. Lookups clamped to their place's texel centres never read a neighbour."""
+    n, c = pyramid[0].shape[:2]
+    tiles, place, x0 = [], {}, 0
+    for lv in level.unique().tolist():
+        th, tw = pyramid[lv].shape[-2:]
+        tiles.append(pyramid[lv].transpose(0, 1).reshape(1, c, n * th, tw))
+        place[lv] = (x0, th, tw)
+        x0 += tw
+    height = max(t.shape[2] for t in tiles)
+    atlas = torch.cat([F.pad(t, (0, 0, 0, height - t.shape[2])) for t in tiles], dim=3) if len(tiles) > 1 \
+        else tiles[0]
+    table = torch.zeros(len(pyramid), 3)
+    for lv, xyz in place.items():
+        table[lv] = torch.tensor(xyz, dtype=table.dtype)
+    per_view = table.to(level.device)[level]
+    row = per_view[:, 1] * torch.arange(len(level), device=level.device) if n > 1 else torch.zeros_like(per_view[:, 1])
+    return atlas, torch.cat([per_view, row[:, None]], dim=1).to(pyramid[0].dtype)
 
 
 def _shading_terms(fragments: Fragments, sel: Tensor, mesh: Mesh, cameras: Cameras, lights: Lights,
-                   dt: torch.dtype, compiled: bool) -> tuple[Tensor, Tensor, Tensor]:
-    """Per covered pixel ``sel``: UV (M×2), gain and lift (M×3; the colour is ``albedo * gain + lift``,
-    with a gain of 0 on untextured faces):
-    the compiled kernel where ``compiled``, the same arithmetic in PyTorch otherwise."""
+                   place: Tensor, atlas_size: tuple[int, int], dt: torch.dtype,
+                   compiled: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Per covered pixel ``sel``: where it reads the atlas (M×2, grid_sample's [-1, 1]); gain and lift
+    (3×M; the colour is ``albedo * gain + lift``, with a gain of 0 on untextured faces); and its
+    channels' flat indices into the B×3×H×W image (3×M). The compiled kernel where ``compiled``
+    (see kernels.shading_terms), the same arithmetic in PyTorch otherwise."""
     dev = sel.device
     corners = torch.cat([mesh.uvs[mesh.face_uvs], mesh.verts[mesh.faces], mesh.normals[mesh.face_normals]],
                         dim=-1).to(dt)                                  # F×3 corners×8
@@ -166,22 +162,24 @@ def _shading_terms(fragments: Fragments, sel: Tensor, mesh: Mesh, cameras: Camer
     view_table = torch.cat([cameras.centers, lights.direction, lights.color, lights.ambient[:, None],
                             lights.diffuse[:, None]], dim=1).to(dt)     # B×11
     b, h, w = fragments.pix_to_face.shape
+    atlas_h, atlas_w = atlas_size
     if compiled:
         m = len(sel)
-        uv, gain, lift = torch.empty(m, 2), torch.empty(m, 3), torch.empty(m, 3)
+        grid, gain, lift = torch.empty(m, 2), torch.empty(3, m), torch.empty(3, m)
+        pix = torch.empty(3, m, dtype=torch.long)
         arrays = (sel, fragments.pix_to_face.reshape(-1), fragments.bary.reshape(-1, 3).float(),
-                  fragments.coverage.reshape(-1).float(), face_table, view_table)
-        numba_kernels().shading_terms(*(t.contiguous().numpy() for t in arrays), h * w, uv.numpy(), gain.numpy(),
-                                      lift.numpy())
-        return uv, gain, lift
+                  fragments.coverage.reshape(-1).float(), face_table, view_table, place.float())
+        numba_kernels().shading_terms(*(t.contiguous().numpy() for t in arrays), float(atlas_w), float(atlas_h),
+                                      h * w, grid.numpy(), gain.numpy(), lift.numpy(), pix.numpy())
+        return grid, gain, lift, pix
+    view = torch.div(sel, h * w, rounding_mode="floor")
     table = face_table[fragments.pix_to_face.reshape(-1)[sel]]          # M×30
     wts = fragments.bary.reshape(-1, 3)[sel].to(dt)
     attr = table[:, 0:8] * wts[:, :1]
     attr = attr.addcmul_(table[:, 8:16], wts[:, 1:2]).addcmul_(table[:, 16:24], wts[:, 2:])
     uv, pos, normal = attr[:, :2], attr[:, 2:5], attr[:, 5:]
     kd, ks, shin, on_tex = table[:, 24:27], table[:, 27:28], table[:, 28:29], table[:, 29] > 0.5
-    eye, light_dir, color, ambient, diffuse = view_table[torch.div(sel, h * w, rounding_mode="floor")].split(
-        [3, 3, 3, 1, 1], dim=1)
+    eye, light_dir, color, ambient, diffuse = view_table[view].split([3, 3, 3, 1, 1], dim=1)
     to_eye = F.normalize(eye - pos, dim=-1)
     normal = F.normalize(normal, dim=-1)
     normal = torch.where((normal * to_eye).sum(-1, keepdim=True) < 0, -normal, normal)
@@ -192,4 +190,9 @@ def _shading_terms(fragments: Fragments, sel: Tensor, mesh: Mesh, cameras: Camer
     gain = color * (ambient + diffuse * n_dot_l)
     lift = color * (diffuse * spec)
     lift = torch.where(on_tex[:, None], lift, lift + kd * gain)
-    return uv, gain * on_tex[:, None], lift
+    x_off, th, tw, row = place[view].unbind(1)
+    u = torch.minimum(torch.maximum(uv[:, 0] * tw, torch.full_like(tw, 0.5)), tw - 0.5)
+    t = torch.minimum(torch.maximum((1 - uv[:, 1]) * th, torch.full_like(th, 0.5)), th - 0.5)
+    grid = torch.stack([2 * (x_off + u) / atlas_w - 1, 2 * (row + t) / atlas_h - 1], dim=-1)
+    pix = (sel - view * (h * w))[None] + (3 * view[None] + torch.arange(3, device=dev)[:, None]) * (h * w)
+    return grid, (gain * on_tex[:, None]).T.contiguous(), lift.T.contiguous(), pix

@@ -36,7 +36,7 @@ def test_compiled_rasterizer_matches_the_torch_path(scene_name):
 
 
 @pytest.mark.parametrize("batched", [False, True])
-def test_compiled_shading_gives_the_torch_image_and_gradient(monkeypatch, batched):
+def test_compiled_shading_gives_the_torch_image_gradient_and_object_mask(monkeypatch, batched):
     scene, cams, lights = _views("stop_sign")
     texture = scene.texture[None].repeat(len(cams), 1, 1, 1) * torch.linspace(0.4, 1, len(cams))[:, None, None, None] \
         if batched else scene.texture
@@ -46,11 +46,14 @@ def test_compiled_shading_gives_the_torch_image_and_gradient(monkeypatch, batche
         tex = texture.clone().requires_grad_(True)
         views = Renderer().render(scene, tex, cams, lights, background)
         (views.images * torch.linspace(0, 1, 96)).sum().backward()
-        return views.images.detach(), tex.grad
+        return views, tex.grad
 
-    img_c, grad_c = render()
+    compiled, grad_c = render()
     monkeypatch.setattr(backends, "numba_kernels", lambda: None)
-    img_t, grad_t = render()
+    plain, grad_t = render()
     assert grad_c.abs().sum() > 0
-    torch.testing.assert_close(img_c, img_t, atol=2e-4, rtol=0)
+    torch.testing.assert_close(compiled.images.detach(), plain.images.detach(), atol=2e-4, rtol=0)
     torch.testing.assert_close(grad_c, grad_t, atol=1e-4, rtol=1e-3)
+    torch.testing.assert_close(compiled.object_mask, plain.object_mask, atol=1e-4, rtol=0)
+    assert compiled.object_mask.sum() > 100 and (compiled.object_mask <= compiled.alpha + 1e-6).all()
+    torch.testing.assert_close(compiled.boxes, plain.boxes, atol=1.0, rtol=0)
