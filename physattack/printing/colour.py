@@ -145,10 +145,19 @@ class ColourModel(nn.Module):
     def print_patch(self, texture: Tensor, mask: Tensor) -> Tensor:
         """The texture (3×H×W) with the texels where ``mask`` (1×H×W) is 1 replaced by their printed
         colours (blended by the mask's weight where it is fractional). A batch of textures
-        (B×3×H×W, e.g. a task input per view) is printed texture by texture."""
-        if texture.dim() == 4:
-            return torch.stack([self.print_patch(t, mask) for t in texture])
+        (B×3×H×W, e.g. a task input per view) is printed in one call."""
         on = mask[0] > 0
+        if texture.dim() == 4:
+            b, weight = len(texture), mask[:, on]
+            texels = texture[:, :, on]                                # B×3×N
+            if torch.equal(texels, texels[:1].expand_as(texels)):    # one patch on every texture: print it once
+                printed = self.print_colours(texels[0].unsqueeze(-1))[..., 0].expand_as(texels)
+            else:
+                flat = texels.transpose(0, 1).reshape(3, -1, 1)
+                printed = self.print_colours(flat).reshape(3, b, -1).transpose(0, 1)
+            out = texture.clone()
+            out[:, :, on] = texels * (1 - weight) + printed * weight
+            return out
         weight = mask[:, on]                                          # 1×N: only the patch's texels
         printed = self.print_colours(texture[:, on].unsqueeze(-1))[..., 0]
         out = texture.clone()

@@ -57,6 +57,26 @@ def test_print_patch_changes_only_the_masked_texels():
     assert float((out[:, on] - texture[:, on]).abs().min()) > 0.01
 
 
+
+def test_a_batch_of_textures_prints_as_each_texture_alone_with_the_same_gradient():
+    model = ColourModel([[0.1, 0.5, 0, 0], [0.0, 0, 0.5, 0], [0.0, 0, 0, 0.5]], 1, (0.1, 0.1, 0.1), (0.9, 0.9, 0.9))
+    g = torch.Generator().manual_seed(6)
+    mask = (torch.rand(1, 6, 6, generator=g) > 0.4).float() * torch.rand(1, 6, 6, generator=g)
+    program = torch.rand(3, 6, 6, generator=g).requires_grad_(True)
+    for inputs in (torch.rand(4, 3, 6, 6, generator=g) * (1 - mask),     # one patch, per-texture task inputs
+                   torch.rand(4, 3, 6, 6, generator=g)):                 # patch texels that differ
+        weights = torch.arange(4.0).view(4, 1, 1, 1)
+        grads = []
+        for batched in (True, False):
+            program.grad = None
+            texture = inputs + program * mask
+            out = model.print_patch(texture, mask) if batched else torch.stack([model.print_patch(t, mask)
+                                                                                for t in texture])
+            (out * weights).sum().backward()
+            grads.append((out.detach(), program.grad.clone()))
+        torch.testing.assert_close(grads[0][0], grads[1][0])
+        torch.testing.assert_close(grads[0][1], grads[1][1])
+
 def test_polynomial_features_and_a_saved_fitted_model_round_trip(tmp_path):
     assert [len(polynomial_terms(d)) for d in (1, 2, 3)] == [4, 10, 20]
     rgb = torch.tensor([[0.5, 0.25, 2.0]])
