@@ -17,7 +17,7 @@ from physattack.scene.signs import SignDesign, _rect, build_mesh
 
 A4_M = (0.210, 0.297)
 WINDOW_M = 0.11                         # side of the square window, centred on the card
-TEXTURE_LONG_SIDE_PX = 512
+TEXTURE_LONG_SIDE_PX = 256              # ~3 texels a pixel of a 96 px view; one texture a view stays cheap
 
 
 def _draw_board(img, px, scale):
