@@ -117,6 +117,7 @@ class EOTAttack:
         bar = tqdm(total=self.steps, initial=state["step"], desc="attack", unit="step", disable=not progress)
         try:
             while state["step"] < self.steps and not self._stop:
+                self.progress = state["step"] / max(1, self.steps)     # for draws that follow training (a curriculum)
                 params, base, target = self.draw(sampler, generator, scene, label)
                 if hasattr(patch, "anneal"):
                     patch.anneal(state["step"] / max(1, self.steps))
@@ -149,7 +150,7 @@ class EOTAttack:
                 state["ema_loss"] = loss_v if not math.isfinite(state["ema_loss"]) else \
                     a * state["ema_loss"] + (1 - a) * loss_v
                 key = (round(state["ema_success"], 3), -state["ema_loss"])
-                if key > state["best_key"] and getattr(patch, "colors_final", True):
+                if key > state["best_key"] and getattr(patch, "colors_final", True) and self.draws_final:
                     state["best_key"], state["best_step"] = key, state["step"]
                     state["best_state"] = copy.deepcopy(patch.state_dict())
                 record = {"step": state["step"], "loss": loss_v, "adv_loss": float(adv.detach()),
@@ -166,12 +167,19 @@ class EOTAttack:
             bar.close()
             if hasattr(patch, "anneal"):
                 patch.anneal(1.0)
-                if state["best_step"] == 0 and state["step"] > 0:     # stopped before colours were final
-                    state["best_state"], state["best_step"] = copy.deepcopy(patch.state_dict()), state["step"]
+            if state["best_step"] == 0 and state["step"] > 0 and (hasattr(patch, "anneal") or not self.draws_final):
+                # stopped before colours (or the draws) were final: the last state is the best there is
+                state["best_state"], state["best_step"] = copy.deepcopy(patch.state_dict()), state["step"]
             self._save(run_dir / "checkpoint.pt", patch, opt, sched, generator, state, tracker)
             self._restore_signals(previous)
         return AttackResult(best_state=state["best_state"], best_step=state["best_step"], steps_done=state["step"],
                             history=state["history"], interrupted=self._stop, zero_grad_steps=state["zero_grad"])
+
+    @property
+    def draws_final(self) -> bool:
+        """Whether this step's draws are the full distribution (not a curriculum's easier one), so that its
+        running success may pick the best state."""
+        return True
 
     def draw(self, sampler, generator: torch.Generator, scene, label):
         """One step's batch: the views' SceneParams, the base texture(s) the patch goes on, and the

@@ -77,8 +77,8 @@ def report_reprogram(*, scene, patch, victim, attack, result, eval_pipeline, gri
                   pipeline=eval_pipeline, params=params, digits_per_view=digits_per_view, batch_size=batch_size,
                   colour_model=colour_model)
     true, pred, examples = task_predictions(patch=patch, keep=16, **common)
-    control = FramePatch(patch.mask.cpu(), init_scale=2.0, generator=torch.Generator().manual_seed(1)).to(
-        scene.texture.device)
+    control = FramePatch(patch.mask.cpu(), cell_px=getattr(patch, "cell_px", 8), init_scale=2.0,
+                         generator=torch.Generator().manual_seed(1)).to(scene.texture.device)
     _, control_pred, _ = task_predictions(patch=control, **common)
     classes = attack.classes
     matrix = confusion(true, pred, classes)
@@ -90,7 +90,8 @@ def report_reprogram(*, scene, patch, victim, attack, result, eval_pipeline, gri
         "task_accuracy": rate(pred == true), "random_program_accuracy": rate(control_pred == true),
         "chance": 1.0 / classes, "per_digit_accuracy": (np.diag(matrix) / np.maximum(matrix.sum(1), 1)).tolist(),
         "confusion": matrix.tolist(), "steps_done": result.steps_done, "best_step": result.best_step,
-        "program_area_fraction": patch.area_fraction(scene.face_mask), "seconds": round(seconds, 1),
+        "program_area_fraction": float(patch.mask.mean()),     # of the card's texture (the card minus its window)
+        "seconds": round(seconds, 1),
         "protocol": "held-out digits (split by sample) under the held-out view grid; the control is the same "
                     "victim with a random frame program",
     }

@@ -28,7 +28,7 @@ class FramePatch(nn.Module):
         super().__init__()
         self.register_buffer("mask", (mask > 0.5).float())
         h, w = mask.shape[-2:]
-        self.size = (h, w)
+        self.size, self.cell_px = (h, w), cell_px
         coarse = (max(2, -(-h // cell_px)), max(2, -(-w // cell_px)))
         self.weights = nn.Parameter(torch.randn(3, *coarse, generator=generator) * init_scale)
 

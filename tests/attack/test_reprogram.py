@@ -88,3 +88,42 @@ def test_program_gets_gradient_while_window_and_victim_stay_untouched(board, sig
     base = DigitTask.print_into(board.texture, digits, board.regions["window"])
     out = patch.apply(base).detach()
     assert torch.equal(out[:, :, y0:y1, x0:x1], base[:, :, y0:y1, x0:x1])  # the task input is untouched
+
+
+def test_curriculum_starts_from_an_easy_view_and_ends_on_the_full_ranges():
+    sampler = ViewSampler(object_width_m=0.21, distance_m=(0.6, 3.0), background_count=4)
+    attack = ReprogramAttack(classes=4, curriculum=0.5, curriculum_start=0.1)
+    attack.progress = 0.0
+    easy = attack.sampler_now(sampler)
+    assert easy.azimuth_deg == pytest.approx((-6.0, 6.0)) and easy.noise_std[1] == pytest.approx(0.004)
+    assert easy.motion_px == (1,) and easy.jpeg_share == 0.0
+    assert 0.6 < easy.distance_m[0] < easy.distance_m[1] < 3.0
+    attack.progress = 0.25                                  # half-way through the curriculum: 55 % of the width
+    assert attack.sampler_now(sampler).azimuth_deg == pytest.approx((-33.0, 33.0))
+    attack.progress = 0.5
+    assert attack.sampler_now(sampler) is sampler           # the full ranges from then on
+    with pytest.raises(AttackError, match="curriculum"):
+        ReprogramAttack(curriculum=1.5)
+
+
+def test_the_best_program_is_picked_only_from_full_range_draws():
+    attack = ReprogramAttack(classes=4, steps=100, curriculum=0.3, ema=0.9)
+    for progress, final in [(0.0, False), (0.3, False), (0.45, False), (0.5, True), (0.99, True)]:
+        attack.progress = progress                          # the running success needs ~20 steps to settle
+        assert attack.draws_final is final, progress
+    assert ReprogramAttack(classes=4, curriculum=0.0).draws_final
+
+
+def test_a_fixed_seed_gives_the_same_program(board, signnet, tmp_path):
+    pipe = ViewPipeline(Renderer(), BackgroundBank(2, seed=0), (48, 48))
+    sampler = ViewSampler(object_width_m=0.21, distance_m=(0.8, 2.0), background_count=2)
+    programs = []
+    for i in range(2):
+        patch = frame_for_scene(board)
+        attack = ReprogramAttack(classes=4, steps=3, batch_size=2, lr=0.1, curriculum=0.5)
+        attack.label(signnet, board)
+        torch.manual_seed(0)
+        attack.run(patch=patch, scene=board, pipeline=pipe, sampler=sampler, victim=signnet, palette=load_palette(),
+                   generator=torch.Generator().manual_seed(0), run_dir=tmp_path / str(i), progress=False)
+        programs.append(patch.weights.detach())
+    assert torch.equal(programs[0], programs[1]) and programs[0].abs().sum() > 0
