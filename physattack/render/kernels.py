@@ -35,7 +35,7 @@ def _segment_distance(px, py, ax, ay, bx, by):
 
 @numba.njit(parallel=True, cache=True)
 def raster_views(valid, box, rows, to_px, inv_z, tri_uv, open_edge, pix_to_face, bary, zbuf, coverage):
-    """Fill the B×H×W outputs in place (pix_to_face must start at -1; the others are written whole).
+    """Fill the B×H×W outputs in place (each is written whole).
 
     Per view: (1) depth test of every covering face over its box (largest 1/z wins, later face on
     ties); (2) uncovered pixels within half a pixel of a face take the nearest by exact distance;
@@ -45,6 +45,7 @@ def raster_views(valid, box, rows, to_px, inv_z, tri_uv, open_edge, pix_to_face,
     h, w = zbuf.shape[1], zbuf.shape[2]
     for v in numba.prange(n_views):
         owner = pix_to_face[v]
+        owner[:, :] = -1
         best = np.zeros((h, w), np.float32)
         near_d = np.full((h, w), np.inf, np.float32)
         near_f = np.full((h, w), -1, np.int64)

@@ -194,7 +194,7 @@ def _raster_compiled(valid, box, rows, to_px, inv_z, tri_uv, open_edge, size) ->
     """All views through the Numba kernel (CPU); the same Fragments as the PyTorch path."""
     b, (h, w) = valid.shape[0], size
     dt = rows.dtype
-    pix_to_face = torch.full((b, h, w), -1, dtype=torch.long)
+    pix_to_face = torch.empty((b, h, w), dtype=torch.long)
     bary = torch.empty((b, h, w, 3), dtype=dt)
     zbuf = torch.empty((b, h, w), dtype=dt)
     coverage = torch.empty((b, h, w), dtype=dt)
