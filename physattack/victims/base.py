@@ -5,7 +5,11 @@ Normalization and resizing belong to the victim, so every caller hands it plain 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
+from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from physattack.errors import InputError
@@ -66,3 +70,13 @@ def remap_logits(logits: Tensor, label_map: Tensor) -> Tensor:
     """A task's logits from a victim's: column ``i`` is the victim's logit for the label that means
     the task's class ``i`` (adversarial reprogramming's label remapping)."""
     return logits[:, label_map]
+
+
+def read_bundled_weights(path: Path, model_name: str, train_command: str) -> tuple[dict, dict]:
+    """The state dict in ``path`` (.safetensors) and the metadata in the .json beside it; a missing
+    file says how to train one or where to point ``victim.weights``."""
+    meta_path = path.with_suffix(".json")
+    if not path.is_file() or not meta_path.is_file():
+        raise VictimError(f"{model_name} weights not found at {path} (with {meta_path.name} beside it); train them "
+                          f"with '{train_command}' or point victim.weights at a trained file.")
+    return load_file(str(path)), json.loads(meta_path.read_text())

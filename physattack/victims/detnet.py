@@ -11,17 +11,15 @@ held-out AP@0.5).
 
 from __future__ import annotations
 
-import json
 import math
 from importlib import resources
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from physattack.victims.base import VictimError, normalize
+from physattack.victims.base import normalize, read_bundled_weights
 from physattack.victims.detection import Detector, DetectorOutput, nms_detections, resize_square, scale_boxes
 
 MEAN = (0.5, 0.5, 0.5)
@@ -100,14 +98,10 @@ def default_detnet_weights() -> Path:
 
 def load_detnet(weights: str | Path | None = None, score_threshold: float | None = None) -> DetNet:
     """Load DetNet from ``weights`` (a .safetensors file with a .json beside it), default the bundled one."""
-    path = Path(weights) if weights else default_detnet_weights()
-    meta_path = path.with_suffix(".json")
-    if not path.is_file() or not meta_path.is_file():
-        raise VictimError(f"DetNet weights not found at {path} (with {meta_path.name} beside it); train them with "
-                          "'python -m physattack.victims.train_detector' or point victim.weights at a trained file.")
-    meta = json.loads(meta_path.read_text())
+    state, meta = read_bundled_weights(Path(weights) if weights else default_detnet_weights(), "DetNet",
+                                       "python -m physattack.victims.train_detector")
     model = DetNet(meta["labels"], width=meta["width"], neck=meta["neck"], input_size=meta["input_size"],
                    score_threshold=score_threshold if score_threshold is not None else meta["score_threshold"])
-    model.load_state_dict(load_file(str(path)))
+    model.load_state_dict(state)
     model.meta = meta
     return model.freeze()

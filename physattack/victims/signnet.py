@@ -7,16 +7,13 @@ training configuration and held-out accuracy).
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from pathlib import Path
 
-
 import torch.nn.functional as F
-from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from physattack.victims.base import Classifier, VictimError, normalize
+from physattack.victims.base import Classifier, normalize, read_bundled_weights
 
 MEAN = (0.5, 0.5, 0.5)
 STD = (0.25, 0.25, 0.25)
@@ -60,13 +57,9 @@ def default_weights() -> Path:
 
 def load_signnet(weights: str | Path | None = None) -> SignNet:
     """Load SignNet from ``weights`` (a .safetensors file with a .json beside it), default the bundled one."""
-    path = Path(weights) if weights else default_weights()
-    meta_path = path.with_suffix(".json")
-    if not path.is_file() or not meta_path.is_file():
-        raise VictimError(f"SignNet weights not found at {path} (with {meta_path.name} beside it); train them "
-                          "with 'python -m physattack.victims.train' or point victim.weights at a trained file.")
-    meta = json.loads(meta_path.read_text())
+    state, meta = read_bundled_weights(Path(weights) if weights else default_weights(), "SignNet",
+                                       "python -m physattack.victims.train")
     model = SignNet(meta["labels"], width=meta["width"], input_size=meta["input_size"])
-    model.load_state_dict(load_file(str(path)))
+    model.load_state_dict(state)
     model.meta = meta
     return model.freeze()
