@@ -191,7 +191,7 @@ class EOTAttack:
     def _save(self, path, patch, opt, sched, generator, state, tracker) -> None:
         save_torch(path, {"patch": patch.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
                           "generator": generator.get_state(), "torch_rng": torch.get_rng_state(), "state": state,
-                          "wandb_run_id": getattr(tracker, "run_id", None)})
+                          "attack": self.checkpoint_state(), "wandb_run_id": getattr(tracker, "run_id", None)})
 
     def _load(self, path, patch, opt, sched, generator, state) -> dict:
         path = Path(path)
@@ -209,7 +209,15 @@ class EOTAttack:
         sched.load_state_dict(ckpt["scheduler"])
         generator.set_state(ckpt["generator"])
         torch.set_rng_state(ckpt["torch_rng"])
+        self.load_checkpoint_state(ckpt.get("attack", {}))
         return ckpt["state"]
+
+    def checkpoint_state(self) -> dict:
+        """What an attack learns besides the patch (reprogramming's label map), kept in checkpoints."""
+        return {}
+
+    def load_checkpoint_state(self, state: dict) -> None:
+        """Restore what ``checkpoint_state`` returned."""
 
     # -- signals: Ctrl-C, SIGTERM and SIGUSR2 (Slurm's pre-emption warning) stop after the current
     # step and the checkpoint is saved; then a handler that was there before (submitit's requeue on
