@@ -4,13 +4,21 @@ makes a frozen sign classifier read digits shown in the card's window.
 The victim's own labels are remapped to the task's classes (``label_map[i]`` is the victim label
 that means digit ``i``); the program is trained with the same EOT loop as any patch, each view
 showing a different training digit in the window; evaluation uses held-out digits under held-out views.
+
+With ``label_map: auto`` the map is learned with the program, as in iterative label mapping (ILM-VP,
+Chen et al. 2023): every ``remap_every`` steps of the curriculum, each digit is matched one-to-one
+(Hungarian matching) to the victim label the current program makes most likely for it, by the mean
+log-probability over the training draws since the last matching; the map is then frozen, before
+the best program is picked.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -20,11 +28,14 @@ from physattack.attack.objectives import Objective
 from physattack.eot.tasks import DigitTask
 from physattack.victims.base import remap_logits
 
+log = logging.getLogger("physattack")
+
 class ReprogramAttack(EOTAttack):
     """EOT training of a reprogramming frame.
 
     Args:
-        label_map: victim label names, the i-th meaning digit i (default: the victim's first ``classes``).
+        label_map: victim label names, the i-th meaning digit i; ``"auto"`` learns the map during the
+            curriculum (see the module's text); ``None``: the victim's first ``classes`` labels.
         classes: how many digits the task has.
         window: the scene region (``scene.yaml`` regions) that shows the task input.
         split_seed: seed of the train/held-out split of the digits.
@@ -33,13 +44,16 @@ class ReprogramAttack(EOTAttack):
             ranges; 0 trains on the full ranges from the first step. The best program is picked only
             from draws of the full ranges.
         curriculum_start: the ranges' width, as a share of the full width, at step 0.
+        remap_every: with ``label_map="auto"``, steps between two matchings (during the curriculum, or
+            the first 30 % of the steps without one).
         other arguments: as EOTAttack (steps, batch_size, lr, priors...).
     """
 
     needs_true_label = False
 
-    def __init__(self, label_map: list[str] | None = None, classes: int = 5, window: str = "window",
-                 split_seed: int = 0, curriculum: float = 0.3, curriculum_start: float = 0.1, **kwargs):
+    def __init__(self, label_map: list[str] | str | None = None, classes: int = 5, window: str = "window",
+                 split_seed: int = 0, curriculum: float = 0.3, curriculum_start: float = 0.1,
+                 remap_every: int = 25, **kwargs):
         kwargs.setdefault("objective", "targeted")
         kwargs["target"] = kwargs.get("target") or "digits"
         kwargs.setdefault("mask_search_steps", 0)
@@ -49,6 +63,12 @@ class ReprogramAttack(EOTAttack):
             raise AttackError("attack.curriculum and attack.curriculum_start are shares of the steps and of the "
                               f"ranges, between 0 and 1; got {curriculum} and {curriculum_start}.")
         self.curriculum, self.curriculum_start = curriculum, curriculum_start
+        self.auto_map = isinstance(label_map, str)
+        if self.auto_map and label_map != "auto":
+            raise AttackError(f"attack.label_map is a list of victim labels, 'auto' or null; got '{label_map}'.")
+        if remap_every < 1:
+            raise AttackError(f"attack.remap_every is a number of steps (at least 1); got {remap_every}.")
+        self.remap_every = remap_every
         self.task = DigitTask(classes, seed=split_seed)
 
     def resolve(self, victim, scene) -> Tensor:
@@ -56,7 +76,12 @@ class ReprogramAttack(EOTAttack):
         if self.window not in scene.regions:
             raise AttackError(f"attack=reprogram needs a scene with a '{self.window}' region (its scene.yaml "
                               "'regions'); use +scene=reprogram_board.")
-        names = self.label_map_names or list(victim.labels[:self.classes])
+        if self.auto_map and len(victim.labels) < self.classes:
+            raise AttackError(f"attack.label_map=auto needs at least {self.classes} victim labels (one per digit); "
+                              f"this victim has {len(victim.labels)}.")
+        if self.auto_map and hasattr(self, "label_map"):
+            return self.label_map                 # learned so far (or restored from a checkpoint)
+        names = list(victim.labels[:self.classes]) if self.auto_map or not self.label_map_names else self.label_map_names
         if len(names) != self.classes:
             raise AttackError(f"attack.label_map names {len(names)} labels but the task has {self.classes} "
                               "digits; give one victim label per digit.")
@@ -64,16 +89,59 @@ class ReprogramAttack(EOTAttack):
 
     def label(self, victim, scene) -> int:
         self.label_map = self.resolve(victim, scene)
+        if self.auto_map and not hasattr(self, "_scores"):
+            self._scores = torch.zeros(self.classes, len(victim.labels), dtype=torch.float64)
+            self._counts = torch.zeros(self.classes, dtype=torch.float64)
         return 0
 
     def objective_for(self, victim) -> Objective:
-        label_map = self.resolve_map()
-        return Objective(
-            loss=lambda out, labels, views: F.cross_entropy(remap_logits(out, label_map.to(out.device)),
-                                                            labels.to(out.device), reduction="none"),
-            success=lambda out, labels, views: remap_logits(out, label_map.to(out.device)).argmax(1)
-            == labels.to(out.device),
-            targeted=True)
+        self.resolve_map()
+        return Objective(loss=self._loss, targeted=True, success=lambda out, labels, views: remap_logits(
+            out, self.label_map.to(out.device)).argmax(1) == labels.to(out.device))
+
+    def _loss(self, out: Tensor, labels: Tensor, views) -> Tensor:
+        """Cross-entropy of the remapped logits (under the map of this step); while the map is being
+        learned, also gathers each digit's mean log-probability of every victim label."""
+        labels = labels.to(out.device)
+        if self.mapping:
+            with torch.no_grad():
+                self._scores.index_add_(0, labels.cpu(), out.detach().double().log_softmax(1).cpu())
+                self._counts += torch.bincount(labels.cpu(), minlength=self.classes).double()
+        return F.cross_entropy(remap_logits(out, self.label_map.to(out.device)), labels, reduction="none")
+
+    @property
+    def mapping(self) -> bool:
+        """Whether the label map is still being learned (``label_map="auto"``, before it is frozen)."""
+        return self.auto_map and getattr(self, "progress", 0.0) < self.map_frozen_at
+
+    def rematch(self) -> None:
+        """Match each digit to a distinct victim label by its mean log-probability since the last matching."""
+        from scipy.optimize import linear_sum_assignment
+
+        seen = self._counts > 0
+        if not bool(seen.any()):
+            return
+        mean = self._scores / self._counts.clamp(min=1)[:, None]
+        mean[~seen] = 0.0                         # an unseen digit keeps no preference
+        rows, cols = linear_sum_assignment(mean.numpy(), maximize=True)
+        new = torch.as_tensor(np.asarray(cols)[np.argsort(rows)], dtype=torch.long)
+        if not torch.equal(new, self.label_map):
+            log.debug("reprogram: label map now %s", new.tolist())
+        self.label_map = new
+        self._scores.zero_()
+        self._counts.zero_()
+
+    def checkpoint_state(self) -> dict:
+        out = {"label_map": self.label_map} if hasattr(self, "label_map") else {}
+        if self.auto_map and hasattr(self, "_scores"):
+            out.update(scores=self._scores, counts=self._counts)
+        return out
+
+    def load_checkpoint_state(self, state: dict) -> None:
+        if "label_map" in state:
+            self.label_map = state["label_map"]
+        if "scores" in state:
+            self._scores, self._counts = state["scores"], state["counts"]
 
     def resolve_map(self) -> Tensor:
         if not hasattr(self, "label_map"):
@@ -82,6 +150,10 @@ class ReprogramAttack(EOTAttack):
 
     def draw(self, sampler, generator, scene, label):
         """A batch of views, each with its own training digit in the window (and that digit as its label)."""
+        if self.auto_map:
+            step = int(round(getattr(self, "progress", 0.0) * self.steps))
+            if step > 0 and step % self.remap_every == 0 and self.mapping:
+                self.rematch()
         params = self.sampler_now(sampler).sample(self.batch_size, generator)
         digits, labels = self.task.sample(self.batch_size, generator, "train")
         base = DigitTask.print_into(scene.texture, digits, scene.regions[self.window])
@@ -89,11 +161,17 @@ class ReprogramAttack(EOTAttack):
 
     @property
     def draws_final(self) -> bool:
-        """After the curriculum, and once the running success has forgotten its easier views."""
-        if self.curriculum <= 0:
+        """After the curriculum and the label matching, once the running success has forgotten both."""
+        start = max(self.curriculum, self.map_frozen_at)
+        if start <= 0:
             return True
         settle = 2 / max(1e-3, 1 - self.ema)
-        return (getattr(self, "progress", 1.0) - self.curriculum) * self.steps >= settle - 1e-6
+        return (getattr(self, "progress", 1.0) - start) * self.steps >= settle - 1e-6
+
+    @property
+    def map_frozen_at(self) -> float:
+        """Share of the steps after which the label map no longer changes."""
+        return (self.curriculum or 0.3) if self.auto_map else 0.0
 
     def sampler_now(self, sampler):
         """The sampler for the current step (``self.progress``, set by the loop): narrowed early in a curriculum."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -127,3 +128,45 @@ def test_a_fixed_seed_gives_the_same_program(board, signnet, tmp_path):
                    generator=torch.Generator().manual_seed(0), run_dir=tmp_path / str(i), progress=False)
         programs.append(patch.weights.detach())
     assert torch.equal(programs[0], programs[1]) and programs[0].abs().sum() > 0
+
+
+def test_auto_label_map_matches_each_digit_to_a_distinct_likely_label_then_freezes(board, signnet):
+    attack = ReprogramAttack(classes=3, label_map="auto", steps=100, curriculum=0.3, remap_every=10)
+    attack.label(signnet, board)
+    assert attack.label_map.tolist() == [0, 1, 2]                  # before any matching: the first labels
+    objective = attack.objective_for(signnet)
+    out = torch.full((3, 9), -5.0)
+    out[0, 5], out[0, 2] = 5.0, 4.0                                # digit 0 likes label 5, then 2
+    out[1, 5] = 6.0                                                # digit 1 likes only label 5
+    out[2, 7] = 5.0
+    attack.progress = 0.05
+    objective.loss(out, torch.tensor([0, 1, 2]), None)
+    attack.rematch()
+    assert attack.label_map.tolist() == [2, 5, 7]                  # one-to-one: digit 1 keeps 5, digit 0 takes 2
+    loss = objective.loss(out, torch.tensor([0, 1, 2]), None)      # the loss follows the new map
+    assert float(loss[1:].max()) < 1e-3 and float(loss[0]) == pytest.approx(math.log(1 + math.e), abs=1e-4)
+    attack.progress, gathered = 0.3, float(attack._counts.sum())
+    objective.loss(-out, torch.tensor([0, 1, 2]), None)            # frozen: nothing more is gathered
+    assert float(attack._counts.sum()) == gathered and not attack.mapping
+    attack.progress = 0.35
+    assert not attack.draws_final                                  # the running success still remembers old maps
+    attack.progress = 0.6
+    assert attack.draws_final
+    with pytest.raises(AttackError, match="'auto'"):
+        ReprogramAttack(label_map="digits")
+
+
+def test_a_learned_label_map_survives_a_resume(board, signnet, tmp_path):
+    pipe = ViewPipeline(Renderer(), BackgroundBank(2, seed=0), (48, 48))
+    sampler = ViewSampler(object_width_m=0.21, distance_m=(0.8, 2.0), background_count=2)
+    kw = dict(classes=4, label_map="auto", steps=6, batch_size=4, lr=0.1, curriculum=0.5, remap_every=1)
+    attack = ReprogramAttack(**kw)
+    attack.label(signnet, board)
+    attack.run(patch=frame_for_scene(board), scene=board, pipeline=pipe, sampler=sampler, victim=signnet,
+               palette=load_palette(), generator=torch.Generator().manual_seed(0), run_dir=tmp_path, progress=False)
+    learned = attack.label_map.clone()
+    assert len(set(learned.tolist())) == 4 and learned.max() < len(signnet.labels)
+    fresh = ReprogramAttack(**kw)
+    fresh.label(signnet, board)
+    fresh.load_checkpoint_state(torch.load(tmp_path / "checkpoint.pt", weights_only=False)["attack"])
+    assert torch.equal(fresh.label_map, learned)
