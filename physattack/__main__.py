@@ -91,7 +91,8 @@ def build_and_run(cfg: DictConfig) -> dict:
     if metrics.get("attack") == "reprogram":
         acc, ctl = metrics["task_accuracy"], metrics["random_program_accuracy"]
         print(f"reprogram: held-out task accuracy {acc['rate']:.1%} (95% CI {acc['ci95'][0]:.1%}-{acc['ci95'][1]:.1%}, "
-              f"{acc['n']} held-out digit views); random program {ctl['rate']:.1%}; chance {metrics['chance']:.1%}.")
+              f"{acc['n']} held-out digit views); random program {ctl['rate']:.1%}; chance {metrics['chance']:.1%}; "
+              f"digits read as {', '.join(f'{i}={n}' for i, n in enumerate(metrics['label_map']))}.")
     elif getattr(victim, "is_detector", False):
         print(detection_headline(metrics))
     else:

@@ -40,6 +40,23 @@ def test_canonical_command_writes_every_output(tmp_path):
     assert not list(run.glob(".*tmp*")), "a temporary file was left behind"
 
 
+@pytest.mark.slow
+def test_reprogram_command_learns_a_label_map_and_reports_the_task(tmp_path):
+    proc = run_cli(["+scene=reprogram_board", "attack=reprogram", "attack.steps=4", "attack.batch_size=4",
+                    "attack.remap_every=1", "eot.grid.azimuth_deg=[-30,30]", "eot.grid.distance_m=[1.0]",
+                    "eot.grid.lighting=[noon]", "progress=false"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = tmp_path / "run"
+    for name in ["program.png", "confusion.png", "training.png", "views.png", "metrics.json", "patch.pt"]:
+        assert (run / name).is_file(), f"{name} missing"
+    assert list((run / "export").iterdir()), "the frame was not exported for printing"
+    m = json.loads((run / "metrics.json").read_text())
+    assert m["classes"] == 5 and m["chance"] == 0.2 and m["evaluations"] == 2 * 3
+    assert len(set(m["label_map"])) == 5                       # learned one-to-one (label_map: auto)
+    assert m["task_accuracy"]["n"] == m["random_program_accuracy"]["n"] == 6
+    assert "held-out task accuracy" in proc.stdout and "digits read as 0=" in proc.stdout
+
+
 def one_sentence_error(proc: subprocess.CompletedProcess) -> str:
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
