@@ -115,5 +115,6 @@ def run_reprogram(*, scene, victim, patch, attack, pipeline, sampler, eval_pipel
                                batch_size=run.eval_batch_size, colour_model=colour_model, seconds=time.time() - t0)
     export_patch(free_folder(run_dir / "export"), scene=scene, patch=patch, palette=palette,
                  colour_model=colour_model, options=export,
-                 source={"run_dir": str(run_dir), "attack": "reprogram", "best_step": result.best_step})
+                 source={"run_dir": str(run_dir), "attack": "reprogram", "best_step": result.best_step,
+                         "label_map": metrics["label_map"]})     # which sign label means which digit
     return metrics
