@@ -66,6 +66,8 @@ class ReprogramAttack(EOTAttack):
         self.auto_map = isinstance(label_map, str)
         if self.auto_map and label_map != "auto":
             raise AttackError(f"attack.label_map is a list of victim labels, 'auto' or null; got '{label_map}'.")
+        if self.auto_map:
+            self.label_map_names = None           # the matching starts from the victim's first labels
         if remap_every < 1:
             raise AttackError(f"attack.remap_every is a number of steps (at least 1); got {remap_every}.")
         self.remap_every = remap_every
@@ -81,7 +83,7 @@ class ReprogramAttack(EOTAttack):
                               f"this victim has {len(victim.labels)}.")
         if self.auto_map and hasattr(self, "label_map"):
             return self.label_map                 # learned so far (or restored from a checkpoint)
-        names = list(victim.labels[:self.classes]) if self.auto_map or not self.label_map_names else self.label_map_names
+        names = self.label_map_names or list(victim.labels[:self.classes])
         if len(names) != self.classes:
             raise AttackError(f"attack.label_map names {len(names)} labels but the task has {self.classes} "
                               "digits; give one victim label per digit.")
