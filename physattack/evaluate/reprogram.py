@@ -49,17 +49,19 @@ def confusion(true: torch.Tensor, pred: torch.Tensor, classes: int) -> np.ndarra
     return m
 
 
-def confusion_figure(matrix: np.ndarray, title: str):
-    fig, ax = plt.subplots(figsize=(4.6, 4))
+def confusion_figure(matrix: np.ndarray, title: str, read_as: list[str] | None = None):
+    """The confusion matrix, each row normalised; ``read_as`` names the victim label of each predicted digit."""
+    fig, ax = plt.subplots(figsize=(4.6, 4.6 if read_as else 4))
     norm = matrix / np.maximum(matrix.sum(1, keepdims=True), 1)
     im = ax.imshow(norm, vmin=0, vmax=1, cmap="viridis")
     for i in range(matrix.shape[0]):
         for j in range(matrix.shape[1]):
             ax.text(j, i, str(matrix[i, j]), ha="center", va="center", fontsize=6,
                     color="white" if norm[i, j] < 0.5 else "black")
-    ax.set_xlabel("predicted digit")
+    ax.set_xlabel("predicted digit (the victim label read as it)" if read_as else "predicted digit")
     ax.set_ylabel("true digit")
-    ax.set_xticks(range(matrix.shape[1]))
+    ax.set_xticks(range(matrix.shape[1]), [f"{i} ({n})" for i, n in enumerate(read_as)] if read_as else None,
+                  rotation=40 if read_as else 0, ha="right" if read_as else "center", fontsize=7 if read_as else None)
     ax.set_yticks(range(matrix.shape[0]))
     ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, shrink=0.8, label="share of the true digit")
@@ -98,7 +100,8 @@ def report_reprogram(*, scene, patch, victim, attack, result, eval_pipeline, gri
     run_dir.mkdir(parents=True, exist_ok=True)
     save_json(run_dir / "metrics.json", metrics)
     fig = confusion_figure(matrix, f"reprogrammed {type(victim).__name__}: task accuracy "
-                                   f"{metrics['task_accuracy']['rate']:.1%} (chance {1 / classes:.1%})")
+                                   f"{metrics['task_accuracy']['rate']:.1%} (chance {1 / classes:.1%})",
+                           read_as=metrics["label_map"])
     save_figure(run_dir / "confusion.png", fig)
     plt.close(fig)
     if result.history:
