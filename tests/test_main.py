@@ -51,11 +51,11 @@ def test_reprogram_command_learns_a_label_map_and_reports_the_task(tmp_path):
         assert (run / name).is_file(), f"{name} missing"
     assert list((run / "export").iterdir()), "the frame was not exported for printing"
     m = json.loads((run / "metrics.json").read_text())
-    assert m["classes"] == 5 and m["chance"] == 0.2 and m["evaluations"] == 2 * 3
+    assert m["classes"] == 5 and m["chance"] == 0.2 and m["evaluations"] == 2 * 9
     assert len(set(m["label_map"])) == 5                       # learned one-to-one (label_map: auto)
     manifest = json.loads((run / "export" / "manifest.json").read_text())
     assert manifest["source"]["label_map"] == m["label_map"]    # the printed frame says what each label means
-    assert m["task_accuracy"]["n"] == m["random_program_accuracy"]["n"] == 6
+    assert m["task_accuracy"]["n"] == m["random_program_accuracy"]["n"] == 18
     assert "held-out task accuracy" in proc.stdout and "digits read as 0=" in proc.stdout
 
 

@@ -69,7 +69,7 @@ def confusion_figure(matrix: np.ndarray, title: str, read_as: list[str] | None =
 
 
 def report_reprogram(*, scene, patch, victim, attack, result, eval_pipeline, grid, run_dir: Path, tracker,
-                     digits_per_view: int = 3, batch_size: int = 64, colour_model=None, seconds: float = 0.0) -> dict:
+                     digits_per_view: int = 9, batch_size: int = 64, colour_model=None, seconds: float = 0.0) -> dict:
     """Evaluate the trained program and its random control; write metrics, plots and the program."""
     from physattack.patch.frame import FramePatch
 
