@@ -58,7 +58,7 @@ def confusion_figure(matrix: np.ndarray, title: str, read_as: list[str] | None =
         for j in range(matrix.shape[1]):
             ax.text(j, i, str(matrix[i, j]), ha="center", va="center", fontsize=6,
                     color="white" if norm[i, j] < 0.5 else "black")
-    ax.set_xlabel("predicted digit (the victim label read as it)" if read_as else "predicted digit")
+    ax.set_xlabel("predicted digit (victim label)" if read_as else "predicted digit")
     ax.set_ylabel("true digit")
     ax.set_xticks(range(matrix.shape[1]), [f"{i} ({n})" for i, n in enumerate(read_as)] if read_as else None,
                   rotation=40 if read_as else 0, ha="right" if read_as else "center", fontsize=7 if read_as else None)
