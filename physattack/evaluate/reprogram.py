@@ -49,19 +49,19 @@ def confusion(true: torch.Tensor, pred: torch.Tensor, classes: int) -> np.ndarra
     return m
 
 
-def confusion_figure(matrix: np.ndarray, title: str, read_as: list[str] | None = None):
+def confusion_figure(matrix: np.ndarray, title: str, read_as: list):
     """The confusion matrix, each row normalised; ``read_as`` names the victim label of each predicted digit."""
-    fig, ax = plt.subplots(figsize=(4.6, 4.6 if read_as else 4))
+    fig, ax = plt.subplots(figsize=(4.6, 4.6))
     norm = matrix / np.maximum(matrix.sum(1, keepdims=True), 1)
     im = ax.imshow(norm, vmin=0, vmax=1, cmap="viridis")
     for i in range(matrix.shape[0]):
         for j in range(matrix.shape[1]):
             ax.text(j, i, str(matrix[i, j]), ha="center", va="center", fontsize=6,
                     color="white" if norm[i, j] < 0.5 else "black")
-    ax.set_xlabel("predicted digit (victim label)" if read_as else "predicted digit")
+    ax.set_xlabel("predicted digit (victim label)")
     ax.set_ylabel("true digit")
-    ax.set_xticks(range(matrix.shape[1]), [f"{i} ({n})" for i, n in enumerate(read_as)] if read_as else None,
-                  rotation=40 if read_as else 0, ha="right" if read_as else "center", fontsize=7 if read_as else None)
+    ax.set_xticks(range(matrix.shape[1]), [f"{i} ({n})" for i, n in enumerate(read_as)], rotation=40, ha="right",
+                  fontsize=7)
     ax.set_yticks(range(matrix.shape[0]))
     ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, shrink=0.8, label="share of the true digit")
