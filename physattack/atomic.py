@@ -1,4 +1,9 @@
-"""Atomic writes: a temp file in the same folder, then a rename, so no reader ever sees half a file."""
+"""Files a run writes and reads back.
+
+Writes are atomic (a temp file in the same folder, then a rename), so no reader ever sees half a
+file; every file the project writes goes through here. Reads of torch files never unpickle code
+(``weights_only=True``): a shared run folder is data, never a program.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +17,11 @@ import cv2
 import numpy as np
 import torch
 
+from physattack.errors import InputError
 
-def _atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
+
+def save_with(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Write ``path`` atomically: ``write(tmp)`` fills a temp file beside it, which then replaces it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
@@ -28,15 +36,15 @@ def _atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
 
 
 def save_json(path: str | Path, data: Any) -> Path:
-    return _atomic(path, lambda p: p.write_text(json.dumps(data, indent=2, default=float) + "\n"))
+    return save_with(path, lambda p: p.write_text(json.dumps(data, indent=2, default=float) + "\n"))
 
 
 def save_text(path: str | Path, text: str) -> Path:
-    return _atomic(path, lambda p: p.write_text(text))
+    return save_with(path, lambda p: p.write_text(text))
 
 
 def save_torch(path: str | Path, obj: Any) -> Path:
-    return _atomic(path, lambda p: torch.save(obj, p))
+    return save_with(path, lambda p: torch.save(obj, p))
 
 
 def save_rgb_png(path: str | Path, image: np.ndarray | torch.Tensor) -> Path:
@@ -47,8 +55,29 @@ def save_rgb_png(path: str | Path, image: np.ndarray | torch.Tensor) -> Path:
     def write(p: Path) -> None:
         if not cv2.imwrite(str(p), cv2.cvtColor(image, cv2.COLOR_RGB2BGR)):
             raise OSError(f"OpenCV could not write {p}.")
-    return _atomic(path, write)
+    return save_with(path, write)
 
 
 def save_figure(path: str | Path, fig) -> Path:
-    return _atomic(path, lambda p: fig.savefig(p, dpi=120, bbox_inches="tight", format="png"))
+    return save_with(path, lambda p: fig.savefig(p, dpi=120, bbox_inches="tight", format="png"))
+
+
+def load_torch(path: str | Path, what: str = "file", map_location: str | torch.device = "cpu") -> Any:
+    """Load a torch file the project wrote (a checkpoint, a patch) as data only.
+
+    ``torch.load(weights_only=True)`` refuses anything but tensors and plain containers, so a file
+    that would run code on load (a pickle payload) is refused with one sentence, as is a truncated
+    or corrupt file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"There is no {what} at {path}.")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:        # UnpicklingError for code, RuntimeError/EOFError for damage
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "weights_only" in str(exc) or "Unsupported global" in str(exc) or "UnpicklingError" in type(exc).__name__:
+            raise InputError(f"{path} is not a plain {what}: it holds Python objects that would run code when "
+                             f"loaded, so it was refused; only load {what}s physattack wrote.") from None
+        raise InputError(f"{path} could not be read as a {what} ({reason}); it is truncated or not a "
+                         f"physattack {what}.") from None
