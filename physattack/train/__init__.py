@@ -1,0 +1,1 @@
+"""Training the bundled victims on rendered views."""
