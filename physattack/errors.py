@@ -7,7 +7,10 @@ trace (``report_input_errors``). Anything else is a bug and keeps its trace.
 from __future__ import annotations
 
 import functools
+import math
+import numbers
 import sys
+from collections.abc import Iterable
 from typing import Callable
 
 
@@ -40,3 +43,109 @@ def report_input_errors(reraise_if: Callable[[], bool] | None = None):
                 sys.exit(2)
         return run
     return wrap
+
+
+# ----------------------------------------------------------------------------- range checks
+# One sentence per bad value, naming the key as a config writes it ("eot.grid.frame") and its valid
+# range, so that constructors check their own numbers and Python callers get the same sentence.
+
+
+def _show(value) -> str:
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _bounds(lo, hi, lo_open: bool, hi_open: bool, x: str = "") -> str:
+    """``x`` within the bounds as text: "> 0", "in (0, 1]", "" when unbounded."""
+    if lo is not None and hi is not None:
+        inside = f"{'(' if lo_open else '['}{_show(lo)}, {_show(hi)}{')' if hi_open else ']'}"
+        return f"{x} in {inside}".strip()
+    if lo is not None:
+        return f"{x} {'>' if lo_open else '>='} {_show(lo)}".strip()
+    if hi is not None:
+        return f"{x} {'<' if hi_open else '<='} {_show(hi)}".strip()
+    return ""
+
+
+def _why(why: str) -> str:
+    return f" ({why})" if why else ""
+
+
+def _is_number(value, integer: bool) -> bool:
+    if isinstance(value, bool):
+        return False
+    if integer:
+        return isinstance(value, numbers.Integral) or (isinstance(value, float) and value.is_integer())
+    return isinstance(value, numbers.Real)
+
+
+def _inside(value: float, lo, hi, lo_open: bool, hi_open: bool) -> bool:
+    if not math.isfinite(value):
+        return False
+    if lo is not None and (value <= lo if lo_open else value < lo):
+        return False
+    return not (hi is not None and (value >= hi if hi_open else value > hi))
+
+
+def check_range(name: str, value, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+                hi_open: bool = False, integer: bool = False, why: str = "",
+                error: type[InputError] = InputError):
+    """``value`` as a finite number within the bounds, or ``error`` with one sentence naming ``name``.
+
+    >>> check_range("eot.grid.sensor_focal_px", 0, 0, lo_open=True, why="the camera's focal length in pixels")
+    Traceback (most recent call last):
+    ...
+    physattack.errors.InputError: eot.grid.sensor_focal_px must be > 0 (the camera's focal length in pixels); got 0.
+    """
+    kind = "an integer" if integer else "a number"
+    if not _is_number(value, integer) or not _inside(float(value), lo, hi, lo_open, hi_open):
+        bounds = _bounds(lo, hi, lo_open, hi_open)
+        must = f"{kind} {bounds}" if not _is_number(value, integer) or integer else bounds or "a finite number"
+        raise error(f"{name} must be {must}{_why(why)}; got {_show(value)}.")
+    return int(value) if integer else value
+
+
+def check_interval(name: str, pair, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+                   hi_open: bool = False, why: str = "", error: type[InputError] = InputError) -> tuple[float, float]:
+    """``pair`` as a ``(min, max)`` tuple with min <= max, both within the bounds, or ``error``.
+
+    >>> check_interval("eot.sampler.distance_m", [25, 3], 0, lo_open=True)
+    Traceback (most recent call last):
+    ...
+    physattack.errors.InputError: eot.sampler.distance_m must be [min, max] with 0 < min <= max; got [25, 3].
+    """
+    low = "" if lo is None else f"{_show(lo)} {'<' if lo_open else '<='} "
+    high = "" if hi is None else f" {'<' if hi_open else '<='} {_show(hi)}"
+    must = f"[min, max] with {low}min <= max{high}"
+    try:
+        a, b = pair
+    except (TypeError, ValueError):
+        raise error(f"{name} must be {must}{_why(why)}; got {_show(pair)}.") from None
+    if not (_is_number(a, False) and _is_number(b, False) and _inside(float(a), lo, hi, lo_open, hi_open)
+            and _inside(float(b), lo, hi, lo_open, hi_open) and a <= b):
+        raise error(f"{name} must be {must}{_why(why)}; got {_show(pair)}.")
+    return a, b
+
+
+def check_values(name: str, values, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+                 hi_open: bool = False, integer: bool = False, why: str = "",
+                 error: type[InputError] = InputError) -> list:
+    """``values`` as a non-empty list of numbers, each within the bounds, or ``error``.
+
+    >>> check_values("eot.grid.distance_m", [4, -1], 0, lo_open=True, why="metres")
+    Traceback (most recent call last):
+    ...
+    physattack.errors.InputError: eot.grid.distance_m must be a non-empty list of numbers > 0 (metres); got [4, -1].
+    """
+    kind = "integers" if integer else "numbers"
+    bounds = _bounds(lo, hi, lo_open, hi_open)
+    must = f"a non-empty list of {kind}" + (f" {bounds}" if bounds else "")
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise error(f"{name} must be {must}{_why(why)}; got {_show(values)}.")
+    values = list(values)
+    if not values or not all(_is_number(v, integer) and _inside(float(v), lo, hi, lo_open, hi_open) for v in values):
+        raise error(f"{name} must be {must}{_why(why)}; got {_show(values)}.")
+    return [int(v) for v in values] if integer else values
