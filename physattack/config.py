@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+from physattack.errors import InputError, check_range
+
+DEVICE = re.compile(r"(cpu|mps|cuda(:\d+)?)")
 
 
 @dataclass
@@ -30,3 +35,13 @@ class RunConfig:
     progress: bool = True
     amp: bool = False
     channels_last: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise InputError(f"seed must be an integer (it seeds the sampler and torch); got {self.seed!r}.")
+        if not isinstance(self.device, str) or not DEVICE.fullmatch(self.device):
+            raise InputError(f"device must be cpu, cuda, cuda:N or mps; got {self.device!r}.")
+        check_range("image_size", self.image_size, 8, integer=True, why="the side of the rendered views in pixels")
+        check_range("eval_batch_size", self.eval_batch_size, 1, integer=True, why="views per evaluation batch")
+        check_range("gallery_views", self.gallery_views, 0, integer=True,
+                    why="how many clean-vs-attacked pairs views.png shows")
