@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from physattack.errors import InputError
+from physattack.errors import InputError, check_range
 
 BANK_SIZE_PX = 256
 KINDS = ("sky", "road", "foliage", "buildings")
@@ -130,6 +130,9 @@ class BackgroundBank:
     """
 
     def __init__(self, count: int = 48, seed: int = 0, folder: str | Path | None = None):
+        check_range("eot.backgrounds.count (or eot.eval_backgrounds.count)", count, 0, integer=True,
+                    why="procedural backgrounds; 0 with a folder uses only the photos")
+        check_range("eot.backgrounds.seed (or eot.eval_backgrounds.seed)", seed, integer=True)
         parts = [procedural_backgrounds(count, seed)] if count > 0 else []
         if folder:
             parts.append(folder_backgrounds(folder))

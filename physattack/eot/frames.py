@@ -35,6 +35,7 @@ from physattack.eot.effects import apply_camera_effects
 from physattack.eot.grid import EvalGrid
 from physattack.eot.params import SceneParams
 from physattack.eot.sampler import ViewSampler
+from physattack.errors import check_interval, check_range
 from physattack.render.camera import fov_for_width
 from physattack.render.renderer import Renderer, mask_boxes
 from physattack.scene.scene import Scene
@@ -82,6 +83,12 @@ class FrameSampler:
     view: ViewSampler = field(default_factory=ViewSampler)
     fov_deg: Range = (7.0, 25.0)
     object_share: Range = (0.08, 0.6)
+
+    def __post_init__(self) -> None:
+        check_interval("FrameSampler.fov_deg", self.fov_deg, 0.0, 180.0, lo_open=True, hi_open=True,
+                       why="the frame's horizontal field of view in degrees")
+        check_interval("FrameSampler.object_share", self.object_share, 0.0, 1.0, lo_open=True,
+                       why="the share of the frame's width the object fills")
 
     @property
     def background_count(self) -> int:
@@ -253,6 +260,13 @@ class FrameGrid:
     fov_deg: float = 12.0
     object_share: Range = (0.1, 0.6)
     seed: int = 2000
+
+    def __post_init__(self) -> None:
+        check_range("FrameGrid.fov_deg", self.fov_deg, 0.0, 180.0, lo_open=True, hi_open=True,
+                    why="the frames' horizontal field of view in degrees")
+        check_interval("FrameGrid.object_share", self.object_share, 0.0, 1.0, lo_open=True,
+                       why="the share of the frame's width the object fills")
+        check_range("FrameGrid.seed", self.seed, integer=True)
 
     def conditions(self) -> list[dict]:
         return self.grid.conditions()

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from physattack.errors import InputError
+from physattack.errors import InputError, check_range, check_values
 from physattack.eot.params import SceneParams
 from physattack.eot.sampler import sensor_pixels
 
@@ -35,6 +35,14 @@ CAMERA_EFFECT_PRESETS: dict[str, dict[str, float]] = {
     "dim": {"exposure": 0.6, "noise_std": 0.035},
     "bright": {"exposure": 1.35, "contrast": 0.85},
 }
+
+
+def _check_presets(name: str, chosen, presets: dict) -> None:
+    if isinstance(chosen, str) or not chosen:
+        raise InputError(f"{name} must be a non-empty list of presets from {sorted(presets)}; got {chosen!r}.")
+    unknown = [c for c in chosen if c not in presets]
+    if unknown:
+        raise InputError(f"{name} has unknown preset(s) {unknown}; choose from {sorted(presets)}.")
 
 
 @dataclass
@@ -66,14 +74,31 @@ class EvalGrid:
     backgrounds_per_view: int = 1
 
     def __post_init__(self) -> None:
-        unknown = [name for name in self.lighting if name not in LIGHTING_PRESETS]
-        if unknown:
-            raise InputError(f"Unknown lighting preset(s) {unknown}; choose from {sorted(LIGHTING_PRESETS)}.")
-        unknown = [name for name in self.camera_effects if name not in CAMERA_EFFECT_PRESETS]
-        if unknown:
-            raise InputError(f"Unknown camera-effect preset(s) {unknown}; choose from {sorted(CAMERA_EFFECT_PRESETS)}.")
-        if self.backgrounds_per_view < 1:
-            raise InputError("EvalGrid.backgrounds_per_view must be at least 1.")
+        # The grid's own keys live under eot.grid (evaluation.grid copies them); the protocol's
+        # extra axes are evaluation.grid's alone.
+        key, protocol = "eot.grid.", "evaluation.grid."
+        positive = dict(lo=0.0, lo_open=True)
+        check_values(key + "azimuth_deg", self.azimuth_deg, -180.0, 180.0)
+        check_values(key + "distance_m", self.distance_m, **positive, why="camera distances in metres")
+        _check_presets(key + "lighting", self.lighting, LIGHTING_PRESETS)
+        check_range(key + "object_width_m", self.object_width_m, **positive, why="the width the view frames, metres")
+        check_range(key + "camera_height_m", self.camera_height_m, why="metres")
+        check_range(key + "mount_height_m", self.mount_height_m, why="metres")
+        check_range(key + "frame", self.frame, 0.0, 1.0, lo_open=True,
+                    why="the share of the view's width the object fills")
+        check_range(key + "sensor_focal_px", self.sensor_focal_px, **positive,
+                    why="the camera's focal length in pixels")
+        check_range(key + "blur_sigma_px", self.blur_sigma_px, 0.0, why="Gaussian blur sigma in pixels")
+        check_range(key + "noise_std", self.noise_std, 0.0, why="sensor noise standard deviation")
+        check_range(key + "background_count", self.background_count, 1, integer=True,
+                    why="images in the held-out background bank")
+        check_range(key + "seed", self.seed, integer=True)
+        if self.elevation_deg is not None:
+            check_values(protocol + "elevation_deg", self.elevation_deg, -90.0, 90.0, lo_open=True, hi_open=True,
+                         why="or null for the dashcam's elevation per distance")
+        _check_presets(protocol + "camera_effects", self.camera_effects, CAMERA_EFFECT_PRESETS)
+        check_range(protocol + "backgrounds_per_view", self.backgrounds_per_view, 1, integer=True,
+                    why="held-out backgrounds per condition")
 
     def _elevation(self, distance_m: float, elevation_deg: float | None) -> float:
         if elevation_deg is not None:

@@ -9,6 +9,7 @@ from torch import Tensor
 from physattack.eot.backgrounds import BackgroundBank
 from physattack.eot.effects import apply_camera_effects
 from physattack.eot.params import SceneParams
+from physattack.errors import InputError, check_range
 from physattack.render.renderer import RenderedViews, Renderer
 from physattack.scene.scene import Scene
 
@@ -27,7 +28,13 @@ class ViewPipeline:
                  object_width_m: float | None = None):
         self.renderer = renderer
         self.backgrounds = backgrounds
-        self.image_size = tuple(image_size)
+        if isinstance(image_size, int) or len(image_size) != 2:
+            raise InputError(f"ViewPipeline's image_size must be (height, width) in pixels; got {image_size!r}.")
+        self.image_size = tuple(check_range("image_size", side, 8, integer=True,
+                                            why="the side of the rendered views in pixels") for side in image_size)
+        if object_width_m is not None:
+            check_range("ViewPipeline.object_width_m", object_width_m, 0.0, lo_open=True,
+                        why="the width the camera frames, metres")
         self.object_width_m = object_width_m
 
     def __call__(self, scene: Scene, texture: Tensor, params: SceneParams, effects: bool = True) -> RenderedViews:

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from physattack.eot.params import SceneParams
+from physattack.errors import InputError, check_interval, check_range, check_values
 
 Range = tuple[float, float]
 
@@ -31,6 +32,15 @@ def _log_uniform(n: int, bounds: Range, g: torch.Generator) -> Tensor:
 def sensor_pixels(object_width_m: float, distance_m: Tensor, frame: Tensor, sensor_focal_px: float) -> Tensor:
     """How many pixels of a real camera with focal length ``sensor_focal_px`` the crop spans."""
     return sensor_focal_px * (object_width_m / frame) / distance_m
+
+
+def check_motion_lengths(name: str, lengths) -> list[int]:
+    """Motion-blur kernel lengths: 1 (no blur) or odd lengths of 3 and more, as kornia needs."""
+    why = "motion-blur kernel lengths in pixels, 1 = none"
+    lengths = check_values(name, lengths, 1, integer=True, why=why)
+    if any(n > 1 and n % 2 == 0 for n in lengths):
+        raise InputError(f"{name} must be a non-empty list of odd integers >= 1 ({why}); got {lengths}.")
+    return lengths
 
 
 @dataclass
@@ -64,6 +74,38 @@ class ViewSampler:
     jpeg_share: float = 0.25
     background_count: int = 48
     bg_scale: Range = (0.35, 1.0)
+
+    def __post_init__(self) -> None:
+        key = "eot.sampler."
+        positive = dict(lo=0.0, lo_open=True)
+        check_range(key + "object_width_m", self.object_width_m, **positive, why="the width the crop frames, metres")
+        check_interval(key + "distance_m", self.distance_m, **positive, why="camera distances in metres")
+        check_interval(key + "azimuth_deg", self.azimuth_deg, -180.0, 180.0)
+        check_interval(key + "elevation_deg", self.elevation_deg, -90.0, 90.0, lo_open=True, hi_open=True)
+        check_interval(key + "roll_deg", self.roll_deg, -180.0, 180.0)
+        check_interval(key + "frame", self.frame, 0.0, 1.0, lo_open=True,
+                       why="the share of the crop's width the object fills")
+        check_interval(key + "shift", self.shift, -0.5, 0.5, why="the object's offset from the crop centre, "
+                                                                 "as a share of the crop")
+        check_interval(key + "ambient", self.ambient, 0.0, why="light intensity")
+        check_interval(key + "diffuse", self.diffuse, 0.0, why="light intensity")
+        check_interval(key + "light_azimuth_deg", self.light_azimuth_deg, -180.0, 180.0)
+        check_interval(key + "light_elevation_deg", self.light_elevation_deg, -90.0, 90.0)
+        check_interval(key + "color_temp_k", self.color_temp_k, 3000.0, 15000.0,
+                       why="kelvin; the black-body table spans 3000-15000 K")
+        check_range(key + "sensor_focal_px", self.sensor_focal_px, **positive,
+                    why="the real camera's focal length in pixels")
+        check_interval(key + "blur_sigma_px", self.blur_sigma_px, 0.0, why="Gaussian blur sigma in pixels")
+        check_motion_lengths(key + "motion_px", self.motion_px)
+        check_interval(key + "exposure", self.exposure, **positive, why="exposure gain")
+        check_interval(key + "contrast", self.contrast, 0.0, why="contrast factor")
+        check_interval(key + "noise_std", self.noise_std, 0.0, why="sensor noise standard deviation")
+        check_interval(key + "jpeg_quality", self.jpeg_quality, 1.0, 100.0)
+        check_range(key + "jpeg_share", self.jpeg_share, 0.0, 1.0, why="the share of views JPEG-compressed")
+        check_range(key + "background_count", self.background_count, 1, integer=True,
+                    why="images in the background bank")
+        check_interval(key + "bg_scale", self.bg_scale, 0.0, 1.0, lo_open=True,
+                       why="the background crop's side as a share of the bank image")
 
     @torch.no_grad()
     def sample(self, n: int, generator: torch.Generator) -> SceneParams:

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from physattack.errors import InputError
+from physattack.errors import InputError, check_range
 
 PAPER = 0.95     # the card's white
 INK = 0.08       # printed digit ink
@@ -26,8 +26,9 @@ class DigitTask:
             from sklearn.datasets import load_digits
         except ImportError:
             raise InputError("attack=reprogram needs scikit-learn for its digits; pip install scikit-learn.") from None
-        if not 2 <= classes <= 10:
-            raise InputError(f"attack.classes must be between 2 and 10 digits, got {classes}.")
+        classes = check_range("attack.classes", classes, 2, 10, integer=True, why="digits 0..classes-1 are shown")
+        check_range("DigitTask.heldout_share", heldout_share, 0.0, 1.0, lo_open=True, hi_open=True,
+                    why="the share of the digits kept for evaluation")
         data = load_digits()
         keep = torch.from_numpy(data.target) < classes
         images = torch.from_numpy(data.images).float()[keep] / 16.0           # N×8×8, 1 = ink
