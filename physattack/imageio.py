@@ -1,0 +1,115 @@
+"""Reading the user's images: one sentence for a missing, truncated or undecodable file, never a guess.
+
+OpenCV decodes a truncated JPEG with a warning on stderr and grey where the data ran out, and drops an
+alpha channel without a word; so every image the project reads from a user goes through here.
+Pillow decodes (``load()`` raises on truncation) and the result is always 8-bit: grey becomes RGB,
+16-bit and float images are scaled to 8 bits, the EXIF orientation is applied (as OpenCV does), and
+an alpha channel is used only when it is fully opaque — otherwise the file is refused, or composited
+onto white when the caller asks (``alpha="composite_white"``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import cv2
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from physattack.errors import InputError
+
+Alpha = Literal["refuse", "composite_white"]
+_HIGH_DEPTH = ("I;16", "I;16L", "I;16B", "I;16N", "I", "F")
+
+
+def read_rgb(path: str | Path, what: str = "image", *, alpha: Alpha = "refuse",
+             error: type[InputError] = InputError) -> np.ndarray:
+    """The image at ``path`` as H×W×3 uint8 RGB.
+
+    Args:
+        what: what the file is, for the message ("texture", "background image", "photo").
+        alpha: ``refuse`` a file with any transparent pixel, or ``composite_white`` it onto white.
+        error: the ``InputError`` subclass to raise (the calling part's own).
+
+    Raises:
+        error: the file is missing, truncated or not an image, or has transparent pixels (``refuse``).
+    """
+    rgba = _read_rgba8(Path(path), what, error)
+    if rgba.shape[2] == 3:
+        return rgba
+    a = rgba[..., 3:]
+    if a.min() == 255:
+        return np.ascontiguousarray(rgba[..., :3])
+    if alpha == "composite_white":
+        mixed = rgba[..., :3].astype(np.float32) * (a / 255.0) + 255.0 * (1 - a / 255.0)
+        return np.clip(np.round(mixed), 0, 255).astype(np.uint8)
+    if alpha != "refuse":
+        raise ValueError(f"alpha must be 'refuse' or 'composite_white', not {alpha!r}")
+    raise error(f"The {what} {path} has transparent pixels (its alpha channel is not fully opaque) and what "
+                "lies behind them is unknown; flatten it onto a background colour and save it without alpha.")
+
+
+def read_rgba(path: str | Path, what: str = "image", *, error: type[InputError] = InputError) -> np.ndarray:
+    """The image at ``path`` as H×W×4 uint8 RGBA (alpha 255 where the file has none)."""
+    rgba = _read_rgba8(Path(path), what, error)
+    if rgba.shape[2] == 4:
+        return rgba
+    return np.concatenate([rgba, np.full((*rgba.shape[:2], 1), 255, np.uint8)], axis=2)
+
+
+def read_grey(path: str | Path, what: str = "image", *, error: type[InputError] = InputError) -> np.ndarray:
+    """The image at ``path`` as H×W uint8 luma (a mask: white = on); transparent pixels are refused."""
+    rgb = read_rgb(path, what, error=error)
+    if (rgb[..., 0] == rgb[..., 1]).all() and (rgb[..., 1] == rgb[..., 2]).all():
+        return np.ascontiguousarray(rgb[..., 0])
+    return cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
+
+
+def _read_rgba8(path: Path, what: str, error: type[InputError]) -> np.ndarray:
+    """H×W×3 or H×W×4 uint8: 4 channels only when the file has an alpha channel or transparency."""
+    if not path.is_file():
+        raise error(f"There is no {what} at {path}; check the path.")
+    try:
+        with Image.open(path) as im:
+            im.load()                                          # raises on a truncated file
+            im = ImageOps.exif_transpose(im)
+            return _to_uint8(im)
+    except UnidentifiedImageError:
+        return _read_with_opencv(path, what, error)            # a format Pillow lacks (e.g. OpenEXR, PFM)
+    except Image.DecompressionBombError as exc:
+        raise error(f"The {what} {path} is too large to read safely ({exc}); scale it down.") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise error(f"The {what} {path} is truncated or damaged ({reason}); replace it with a complete "
+                    "PNG or JPEG.") from None
+
+
+def _to_uint8(im: Image.Image) -> np.ndarray:
+    if im.mode in _HIGH_DEPTH:                                 # 16-bit or 32-bit grey, float grey
+        a = np.asarray(im)
+        if a.dtype.kind == "f":
+            a = a * 255.0 if float(np.nanmax(a, initial=0)) <= 1.0 else a
+        elif a.dtype.itemsize > 1:
+            a = a / 257.0                                      # 0..65535 -> 0..255
+        grey = np.clip(np.round(np.nan_to_num(a)), 0, 255).astype(np.uint8)
+        return np.repeat(grey[..., None], 3, axis=2)
+    has_alpha = im.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info
+    return np.asarray(im.convert("RGBA" if has_alpha else "RGB"))
+
+
+def _read_with_opencv(path: Path, what: str, error: type[InputError]) -> np.ndarray:
+    img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED | cv2.IMREAD_ANYDEPTH)
+    if img is None:
+        raise error(f"The {what} {path} is not an image that can be decoded; save it as PNG or JPEG.")
+    if img.dtype == np.uint16:
+        img = img / 257.0
+    elif img.dtype.kind == "f":
+        img = img * 255.0 if float(np.nanmax(img, initial=0)) <= 1.0 else img
+    img = np.clip(np.round(np.nan_to_num(img)), 0, 255).astype(np.uint8)
+    if img.ndim == 2:
+        return cv2.cvtColor(img, cv2.COLOR_GRAY2RGB)
+    return cv2.cvtColor(img, cv2.COLOR_BGRA2RGBA if img.shape[2] == 4 else cv2.COLOR_BGR2RGB)
+
+
+__all__ = ["read_grey", "read_rgb", "read_rgba"]
