@@ -11,10 +11,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from physattack.errors import check_range
+from physattack.patch.base import Patch, PatchError
 from physattack.scene.scene import Scene
 
 
-class FramePatch(nn.Module):
+class FramePatch(Patch):
     """The program on the texels where ``mask`` is 1; everywhere else the base texture shows.
 
     Args:
@@ -26,10 +28,12 @@ class FramePatch(nn.Module):
     def __init__(self, mask: Tensor, cell_px: int = 8, init_scale: float = 0.0,
                  generator: torch.Generator | None = None):
         super().__init__()
+        cell_px = check_range("patch.cell_px", cell_px, 1, integer=True, why="texels per program cell", error=PatchError)
+        check_range("patch.init_scale", init_scale, 0, why="the initial program's std", error=PatchError)
         self.register_buffer("mask", (mask > 0.5).float())
         h, w = mask.shape[-2:]
         self.size, self.cell_px = (h, w), cell_px
-        coarse = (max(2, -(-h // cell_px)), max(2, -(-w // cell_px)))
+        coarse = (max(2, -(-h // self.cell_px)), max(2, -(-w // self.cell_px)))
         self.weights = nn.Parameter(torch.randn(3, *coarse, generator=generator) * init_scale)
 
     def colors(self) -> Tensor:
@@ -39,9 +43,6 @@ class FramePatch(nn.Module):
     def apply(self, base_texture: Tensor) -> Tensor:
         """base 3×H×W or B×3×H×W (a window content per view) -> texture of the same shape."""
         return base_texture * (1 - self.mask) + self.colors() * self.mask
-
-    def area_fraction(self, face_mask: Tensor) -> float:
-        return float((self.mask * face_mask).sum() / face_mask.sum().clamp(min=1))
 
 
 def frame_for_scene(scene: Scene, cell_px: int = 8, init_scale: float = 0.0, seed: int = 0) -> FramePatch:

@@ -5,19 +5,22 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from physattack.errors import check_range
+from physattack.patch.base import Patch, PatchError
 from physattack.scene.scene import Scene
 
 
-class PaintPatch(nn.Module):
+class PaintPatch(Patch):
     """``texture = clip(base + eps·tanh(θ)·face_mask, 0, 1)``: each texel moves at most ``eps``.
 
     Args:
         face_mask: 1×Ht×Wt in {0, 1}, the texels that may change.
-        eps: L∞ bound in [0, 1] units (16/255 by default).
+        eps: L∞ bound in (0, 1] units (16/255 by default).
     """
 
     def __init__(self, face_mask: Tensor, eps: float = 16 / 255):
         super().__init__()
+        check_range("patch.eps", eps, 0, 1, lo_open=True, why="the paint's L-infinity bound", error=PatchError)
         self.register_buffer("mask", (face_mask > 0.5).float())
         self.eps = float(eps)
         self.theta = nn.Parameter(torch.zeros(3, *face_mask.shape[1:]))
@@ -28,9 +31,6 @@ class PaintPatch(nn.Module):
     def colors(self) -> Tensor:
         """The paint's own colour contribution, for printability priors: the change, re-centred."""
         return (0.5 + torch.tanh(self.theta) * self.eps).clamp(0, 1)
-
-    def area_fraction(self, face_mask: Tensor) -> float:
-        return float((self.mask * face_mask).sum() / face_mask.sum().clamp(min=1))
 
 
 def paint_for_scene(scene: Scene, eps: float = 16 / 255) -> PaintPatch:

@@ -14,16 +14,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from physattack.errors import InputError
+from physattack.errors import check_range, check_values
+from physattack.patch.base import Patch, PatchError
 from physattack.printing.priors import load_palette
 from physattack.scene.scene import Scene
 
 
-class PatchError(InputError):
-    """A patch that cannot be built; the message says what to do."""
-
-
-class StickerPatch(nn.Module):
+class StickerPatch(Patch):
     """Stickers covering the texels where ``mask`` is 1, colours free in [0, 1] through a sigmoid, or
     (with ``palette``) chosen among the printer's palette colours.
 
@@ -36,7 +33,8 @@ class StickerPatch(nn.Module):
 
     Args:
         mask: 1×Ht×Wt in {0, 1}, in texture space.
-        init_color: starting RGB of the stickers (mid-grey by default).
+        init_color: starting RGB of the stickers (mid-grey by default), each in [0, 1].
+        mask_search: ``{"area", "cell_px"}`` when the attack should place the stickers first.
         palette: K×3 colours in [0, 1] to constrain the stickers to, or None for free colours.
         temperature: (start, end) of the soft assignment's temperature.
         hard_from: share of the attack after which colours are hard.
@@ -51,6 +49,13 @@ class StickerPatch(nn.Module):
         super().__init__()
         if mask.dim() != 3 or mask.shape[0] != 1:
             raise PatchError(f"A sticker mask must be 1×H×W, got {tuple(mask.shape)}.")
+        init_color = check_values("patch.init_color", init_color, 0, 1, why="R, G, B", error=PatchError)
+        if len(init_color) != 3:
+            raise PatchError(f"patch.init_color must be three numbers (R, G, B) in [0, 1]; got {init_color}.")
+        if mask_search is not None:
+            check_range("patch.area", mask_search["area"], 0, 1, lo_open=True, error=PatchError)
+            check_range("patch.cell_mm", mask_search["cell_px"], 1, integer=True,
+                        why="one sticker must be at least a texel wide", error=PatchError)
         self.register_buffer("mask", (mask > 0.5).float())
         init = torch.tensor(init_color).clamp(0.02, 0.98).view(3, 1, 1)
         if palette is None:
@@ -59,7 +64,7 @@ class StickerPatch(nn.Module):
         else:
             if palette.dim() != 2 or palette.shape[1] != 3 or len(palette) < 2:
                 raise PatchError("A sticker palette must be K×3 colours with K >= 2; check printer.palette.")
-            if not (temperature[0] >= temperature[1] > 0) or not 0 <= hard_from <= 1:
+            if len(temperature) != 2 or not (temperature[0] >= temperature[1] > 0) or not 0 <= hard_from <= 1:
                 raise PatchError("patch.temperature must be (start, end) with start >= end > 0, and patch.hard_from "
                                  "a share of the attack in [0, 1].")
             self.register_buffer("palette", palette.float().clone())
@@ -69,10 +74,6 @@ class StickerPatch(nn.Module):
         self.temperature_range, self.hard_from = (float(temperature[0]), float(temperature[1])), float(hard_from)
         self.temperature = 0.0          # 0: hard palette colours; the attack anneals it (not saved: a schedule)
         self.mask_search = mask_search      # {"area": share of the face, "cell_px": sticker cell side}
-
-    def set_mask(self, mask: Tensor) -> None:
-        """Replace where the stickers are (after a mask search); colours are kept."""
-        self.mask.copy_((mask > 0.5).float().to(self.mask))
 
     @property
     def palette_constrained(self) -> bool:
@@ -88,10 +89,6 @@ class StickerPatch(nn.Module):
         t0, t1 = self.temperature_range
         share = progress / max(self.hard_from, 1e-9)
         self.temperature = 0.0 if progress >= self.hard_from else t0 * (t1 / t0) ** share
-
-    def palette_index(self) -> Tensor:
-        """Ht×Wt index of each texel's palette colour (palette patches only)."""
-        return self.logits.argmax(0)
 
     def colors(self) -> Tensor:
         if self.palette is None:
@@ -111,10 +108,6 @@ class StickerPatch(nn.Module):
     def apply(self, base_texture: Tensor) -> Tensor:
         return base_texture * (1 - self.mask) + self.colors() * self.mask
 
-    def area_fraction(self, face_mask: Tensor) -> float:
-        """Share of the face (texels where ``face_mask`` is 1) the stickers cover."""
-        return float((self.mask * face_mask).sum() / face_mask.sum().clamp(min=1))
-
 
 def bars_mask(face_mask: Tensor, area: float = 0.15, width: float = 0.56,
               centers: tuple[float, float] = (0.22, 0.78)) -> Tensor:
@@ -123,6 +116,9 @@ def bars_mask(face_mask: Tensor, area: float = 0.15, width: float = 0.56,
     Bars span ``width`` of the texture's width, centred, at heights ``centers`` (share of the texture
     height from the top); their height is solved so that their area on the face is ``area``.
     """
+    check_range("patch.area", area, 0, 1, lo_open=True, why="the share of the face the bars cover", error=PatchError)
+    check_range("bars_mask width", width, 0, 1, lo_open=True, why="a share of the texture width", error=PatchError)
+    check_values("bars_mask centers", centers, 0, 1, why="shares of the texture height", error=PatchError)
     _, h, w = face_mask.shape
     x0, x1 = int(round(w * (1 - width) / 2)), int(round(w * (1 + width) / 2))
     face_px = float(face_mask.sum())
@@ -172,8 +168,10 @@ def sticker_for_scene(scene: Scene, shape: str = "search", area: float = 0.18, c
         palette: the palette file for ``colours=palette`` (None: the bundled one).
         temperature, hard_from: the palette assignment's annealing (``StickerPatch``).
     """
-    if area <= 0 or area > 1:
-        raise PatchError(f"patch.area must be a share of the face in (0, 1], got {area}.")
+    check_range("patch.area", area, 0, 1, lo_open=True, why="the share of the face the stickers cover",
+                error=PatchError)
+    check_range("patch.cell_mm", cell_mm, 0, lo_open=True, why="the side of one square sticker, in mm",
+                error=PatchError)
     search = None
     if mask_png:
         mask = mask_from_png(mask_png, tuple(scene.texture.shape[-2:])) * scene.face_mask
