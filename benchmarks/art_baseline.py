@@ -52,17 +52,17 @@ def physattack_patch(scene, victim, args) -> tuple[torch.Tensor, float, int, flo
         m = run.metrics
         passes = (m["steps_done"] + run.cfg.attack.mask_search_steps * (run.cfg.patch.shape == "search")) * m["batch_size"]
         return run.adv_texture, float(m["attack_seconds"]), int(passes), float(m["patch_area_fraction"])
-    from physattack.attack import EOTAttack
+    from physattack.attack import AttackSetup, EOTAttack
+    from physattack.config import RunConfig
     from physattack.patch import sticker_for_scene
     from physattack.printing import load_palette
     patch = sticker_for_scene(scene, shape="search", area=args.area)
     attack = EOTAttack(target="yield", steps=args.steps, batch_size=args.batch_size)
     bank = BackgroundBank(48, seed=0)
     t0 = time.time()
-    torch.manual_seed(0)
-    result = attack.run(patch=patch, scene=scene, pipeline=ViewPipeline(Renderer(), bank, (SIZE, SIZE)),
-                        sampler=ViewSampler(background_count=len(bank)), victim=victim, palette=load_palette(),
-                        generator=torch.Generator().manual_seed(0), run_dir=args.out / "physattack", progress=False)
+    setup = AttackSetup(scene=scene, patch=patch, victim=victim, pipeline=ViewPipeline(Renderer(), bank, (SIZE, SIZE)),
+                        sampler=ViewSampler(background_count=len(bank)), palette=load_palette())
+    result = attack.run(setup, RunConfig(seed=0, progress=False), args.out / "physattack")
     seconds = time.time() - t0
     patch.load_state_dict(result.best_state)
     with torch.no_grad():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from physattack.attack import EOTAttack
+from physattack.attack import AttackSetup, EOTAttack
+from physattack.config import RunConfig
 from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
 from physattack.patch import sticker_for_scene
 from physattack.printing import load_palette
@@ -28,10 +29,10 @@ def test_attack_steps_on_device(stop_scene, signnet, device, tmp_path):
     victim = signnet.to(device)
     patch = sticker_for_scene(scene).to(device)
     attack = EOTAttack(target="yield", steps=2, batch_size=4, mask_search_steps=1)
-    result = attack.run(patch=patch, scene=scene, pipeline=ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (64, 64)),
-                        sampler=ViewSampler(background_count=4), victim=victim, palette=load_palette(),
-                        generator=torch.Generator().manual_seed(0), run_dir=tmp_path, progress=False,
-                        amp=device.type == "cuda", channels_last=device.type == "cuda")
+    setup = AttackSetup(scene=scene, patch=patch, victim=victim, sampler=ViewSampler(background_count=4),
+                        pipeline=ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (64, 64)), palette=load_palette())
+    cuda = device.type == "cuda"
+    result = attack.run(setup, RunConfig(seed=0, progress=False, amp=cuda, channels_last=cuda), tmp_path)
     assert result.steps_done == 2 and result.zero_grad_steps == 0
     assert patch.logits.device.type == device.type
     signnet.to("cpu")

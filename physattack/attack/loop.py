@@ -10,17 +10,22 @@ import copy
 import math
 import signal
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
+from torch import Tensor, nn
 from tqdm import tqdm
 
-from physattack.atomic import save_torch
-from physattack.errors import InputError
+from physattack.atomic import load_torch, save_torch
+from physattack.config import RunConfig
+from physattack.errors import InputError, check_range
 from physattack.attack.mask_search import search_sticker_mask
 from physattack.attack.objectives import DETECTOR_OBJECTIVES, OBJECTIVES, Objective
+from physattack.patch.base import Patch
 from physattack.printing import non_printability_score, total_variation
+from physattack.scene.scene import Scene
 
 
 class AttackError(InputError):
@@ -28,8 +33,22 @@ class AttackError(InputError):
 
 
 @dataclass
+class AttackSetup:
+    """The built parts one attack optimizes over."""
+
+    scene: Scene
+    patch: Patch
+    victim: nn.Module
+    pipeline: Callable          # ViewPipeline-like: (scene, texture, params) -> views
+    sampler: object             # .sample(n, generator) -> SceneParams
+    palette: Tensor
+    colour_model: object | None = None
+
+
+@dataclass
 class AttackResult:
-    """What an attack leaves: the best patch's state, the step reached, the per-step history."""
+    """What an attack leaves: the best patch's state, the step reached, the per-step history, and
+    whether a signal stopped it early (``signal``: its number, e.g. 2 for SIGINT, 15 for SIGTERM)."""
 
     best_state: dict
     best_step: int
@@ -37,6 +56,38 @@ class AttackResult:
     history: list[dict] = field(default_factory=list)
     interrupted: bool = False
     zero_grad_steps: int = 0
+    signal: int | None = None
+
+
+@dataclass
+class LoopState:
+    """Where the loop stands; checkpoints keep it as a plain dict (``as_dict``), so they load as data."""
+
+    step: int = 0
+    ema_success: float = 0.0
+    ema_loss: float = math.inf
+    best_key: tuple[float, float] = (-1.0, -math.inf)     # (running success rounded, -running loss)
+    best_state: dict = field(default_factory=dict)
+    best_step: int = 0
+    history: list[dict] = field(default_factory=list)
+    zero_grad: int = 0
+
+    def as_dict(self) -> dict:
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "best_key": list(self.best_key)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "LoopState":
+        return cls(**{**data, "best_key": tuple(data["best_key"])})
+
+
+@dataclass
+class Draw:
+    """One step's batch: the views' SceneParams, the base texture(s) the patch goes on (3×H×W, or
+    B×3×H×W when each view shows its own), and the objective's label(s)."""
+
+    params: Any
+    base: Tensor
+    label: Any
 
 
 class EOTAttack:
@@ -48,8 +99,8 @@ class EOTAttack:
         steps, batch_size, lr: Adam on the patch parameters for ``steps`` steps of ``batch_size`` views.
         lr_schedule: ``cosine`` (to 5 % of lr) or ``constant``.
         nps_weight, tv_weight: weights of the non-printability score and total variation.
-        checkpoint_every: steps between checkpoints (``checkpoint.pt`` in the run directory).
-        ema: smoothing of the running success rate that picks the best patch.
+        checkpoint_every: steps between checkpoints (``checkpoint.pt`` in the run directory); 0: only at the end.
+        ema: smoothing of the running success rate that picks the best patch, in [0, 1).
         mask_search_steps: steps of the sticker mask search, for patches that ask for one.
     """
 
@@ -63,10 +114,21 @@ class EOTAttack:
             raise AttackError("A targeted attack needs attack.target, the label to aim for (e.g. yield).")
         if lr_schedule not in {"cosine", "constant"}:
             raise AttackError(f"attack.lr_schedule must be cosine or constant, not '{lr_schedule}'.")
+        steps = check_range("attack.steps", steps, 1, integer=True, why="optimizer steps", error=AttackError)
+        batch_size = check_range("attack.batch_size", batch_size, 1, integer=True, why="views per step",
+                                 error=AttackError)
+        check_range("attack.lr", lr, 0, lo_open=True, why="Adam's learning rate", error=AttackError)
+        check_range("attack.nps_weight", nps_weight, 0, error=AttackError)
+        check_range("attack.tv_weight", tv_weight, 0, error=AttackError)
+        check_range("attack.ema", ema, 0, 1, hi_open=True, why="the running success's smoothing", error=AttackError)
+        checkpoint_every = check_range("attack.checkpoint_every", checkpoint_every, 0, integer=True,
+                                       why="steps between checkpoints; 0 saves only at the end", error=AttackError)
+        mask_search_steps = check_range("attack.mask_search_steps", mask_search_steps, 0, integer=True,
+                                        error=AttackError)
         self.objective, self.target, self.steps, self.batch_size = objective, target, steps, batch_size
         self.lr, self.lr_schedule, self.nps_weight, self.tv_weight = lr, lr_schedule, nps_weight, tv_weight
         self.checkpoint_every, self.ema, self.mask_search_steps = checkpoint_every, ema, mask_search_steps
-        self._stop = False
+        self._stop, self._signal = False, None
 
     needs_true_label = True     # the victim must know the scene's class (not so for reprogramming)
 
@@ -87,119 +149,153 @@ class EOTAttack:
                               "detector); this victim is a classifier, so use attack=yield or attack=untargeted.")
         return OBJECTIVES[self.objective]
 
-    def run(self, *, patch, scene, pipeline, sampler, victim, palette, generator: torch.Generator,
-            run_dir: str | Path, tracker=None, resume: str | Path | None = None, progress: bool = True,
-            amp: bool = False, channels_last: bool = False, colour_model=None) -> AttackResult:
-        """Optimize ``patch`` in place and return the best state seen (by running success, then loss).
+    def run(self, setup: AttackSetup, run: RunConfig, run_dir: str | Path, tracker=None) -> AttackResult:
+        """Optimize ``setup.patch`` in place and return the best state seen (by running success, then loss).
 
-        ``colour_model`` (a ``physattack.printing.ColourModel``) turns the patch's texels into their
-        printed colours before rendering; a patch with ``anneal`` (palette stickers) is annealed by the
-        share of steps done, and only its final (hard) colours can make the best state.
+        ``run`` gives the seed (torch's global seed, then the sampler's generator, in that order),
+        ``resume`` (a run directory or its checkpoint.pt), ``progress`` (a progress bar) and the device
+        switches ``amp`` and ``channels_last``. ``setup.colour_model`` (a
+        ``physattack.printing.ColourModel``) turns the patch's texels into their printed colours before
+        rendering. The patch is annealed by the share of steps done, and only a state whose colours
+        are final (``patch.colors_final``) and whose draws are the full distribution can be the best.
         """
-        label = self.label(victim, scene)
-        objective = self.objective_for(victim)
-        run_dir = Path(run_dir)
+        torch.manual_seed(run.seed)
+        generator = torch.Generator().manual_seed(run.seed)
+        patch, checkpoint = setup.patch, Path(run_dir) / "checkpoint.pt"
+        label = self.label(setup.victim, setup.scene)
+        objective = self.objective_for(setup.victim)
+        opt, sched = self._optimizer(patch)
+        state = LoopState(best_state=copy.deepcopy(patch.state_dict()))
+        if run.resume:
+            state = self._load(run.resume, patch, opt, sched, generator)
+        elif patch.mask_search is not None and self.mask_search_steps > 0:
+            patch.set_mask(search_sticker_mask(
+                scene=setup.scene, pipeline=setup.pipeline, sampler=setup.sampler, victim=setup.victim,
+                objective=objective, label=label, area=patch.mask_search["area"],
+                cell_px=patch.mask_search["cell_px"], steps=self.mask_search_steps, batch_size=self.batch_size,
+                generator=generator))
+            state.best_state = copy.deepcopy(patch.state_dict())
+        palette = setup.palette.to(setup.scene.texture.device)
+        previous = self._install_signals()
+        bar = tqdm(total=self.steps, initial=state.step, desc="attack", unit="step", disable=not run.progress)
+        try:
+            while state.step < self.steps and not self._stop:
+                record = self._step(setup, objective, label, palette, opt, sched, generator, state, run)
+                if tracker is not None:
+                    tracker.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=state.step)
+                bar.update(1)
+                bar.set_postfix(loss=f"{record['loss']:.3f}", success=f"{state.ema_success:.2f}")
+                if self.checkpoint_every and state.step % self.checkpoint_every == 0:
+                    self._save(checkpoint, patch, opt, sched, generator, state, tracker)
+        finally:
+            bar.close()
+            self._finish(patch, state)
+            self._save(checkpoint, patch, opt, sched, generator, state, tracker)
+            self._restore_signals(previous)
+        return AttackResult(best_state=state.best_state, best_step=state.best_step, steps_done=state.step,
+                            history=state.history, interrupted=self._stop, zero_grad_steps=state.zero_grad,
+                            signal=self._signal if self._stop else None)
+
+    def _optimizer(self, patch: Patch):
         opt = torch.optim.Adam(patch.parameters(), lr=self.lr)
         sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, self.steps), eta_min=0.05 * self.lr)
                  if self.lr_schedule == "cosine" else torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0))
-        state = {"step": 0, "ema_success": 0.0, "ema_loss": math.inf, "best_key": (-1.0, -math.inf),
-                 "best_state": copy.deepcopy(patch.state_dict()), "best_step": 0, "history": [], "zero_grad": 0}
-        if resume:
-            state = self._load(resume, patch, opt, sched, generator, state)
-        elif getattr(patch, "mask_search", None) and self.mask_search_steps > 0:
-            patch.set_mask(search_sticker_mask(
-                scene=scene, pipeline=pipeline, sampler=sampler, victim=victim, objective=objective, label=label,
-                area=patch.mask_search["area"], cell_px=patch.mask_search["cell_px"], steps=self.mask_search_steps,
-                batch_size=self.batch_size, generator=generator))
-            state["best_state"] = copy.deepcopy(patch.state_dict())
-        palette = palette.to(scene.texture.device)
-        previous = self._install_signals()
-        bar = tqdm(total=self.steps, initial=state["step"], desc="attack", unit="step", disable=not progress)
-        try:
-            while state["step"] < self.steps and not self._stop:
-                self.progress = state["step"] / max(1, self.steps)     # for draws that follow training (a curriculum)
-                params, base, target = self.draw(sampler, generator, scene, label)
-                if hasattr(patch, "anneal"):
-                    patch.anneal(state["step"] / max(1, self.steps))
-                texture = patch.apply(base)
-                if colour_model is not None:
-                    texture = colour_model.print_patch(texture, patch.mask)
-                views = pipeline(scene, texture, params)
-                images = views.images.contiguous(memory_format=torch.channels_last) if channels_last else views.images
-                with torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=amp):
-                    output = victim(images)
-                if amp and isinstance(output, torch.Tensor):
-                    output = output.float()
-                adv = objective.loss(output, target, views).mean()
-                colors = patch.colors()
-                nps = non_printability_score(colors, palette, patch.mask)
-                tv = total_variation(colors, patch.mask)
-                loss = adv + self.nps_weight * nps + self.tv_weight * tv
-                loss_v = float(loss.detach())
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norm = sum(float(p.grad.abs().sum()) for p in patch.parameters() if p.grad is not None)
-                state["zero_grad"] += int(grad_norm == 0.0)
-                opt.step()
-                sched.step()
-                state["step"] += 1
-                with torch.no_grad():
-                    success = float(objective.success(output, target, views).float().mean())
-                a = self.ema if state["step"] > 1 else 0.0
-                state["ema_success"] = a * state["ema_success"] + (1 - a) * success
-                state["ema_loss"] = loss_v if not math.isfinite(state["ema_loss"]) else \
-                    a * state["ema_loss"] + (1 - a) * loss_v
-                key = (round(state["ema_success"], 3), -state["ema_loss"])
-                if key > state["best_key"] and getattr(patch, "colors_final", True) and self.draws_final:
-                    state["best_key"], state["best_step"] = key, state["step"]
-                    state["best_state"] = copy.deepcopy(patch.state_dict())
-                record = {"step": state["step"], "loss": loss_v, "adv_loss": float(adv.detach()),
-                          "nps": float(nps.detach()), "tv": float(tv.detach()), "batch_success": success, "running_success": state["ema_success"],
-                          "lr": sched.get_last_lr()[0], "grad_norm": grad_norm}
-                state["history"].append(record)
-                if tracker is not None:
-                    tracker.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=state["step"])
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss_v:.3f}", success=f"{state['ema_success']:.2f}")
-                if self.checkpoint_every and state["step"] % self.checkpoint_every == 0:
-                    self._save(run_dir / "checkpoint.pt", patch, opt, sched, generator, state, tracker)
-        finally:
-            bar.close()
-            if hasattr(patch, "anneal"):
-                patch.anneal(1.0)
-            if state["best_step"] == 0 and state["step"] > 0 and (hasattr(patch, "anneal") or not self.draws_final):
-                # stopped before colours (or the draws) were final: the last state is the best there is
-                state["best_state"], state["best_step"] = copy.deepcopy(patch.state_dict()), state["step"]
-            self._save(run_dir / "checkpoint.pt", patch, opt, sched, generator, state, tracker)
-            self._restore_signals(previous)
-        return AttackResult(best_state=state["best_state"], best_step=state["best_step"], steps_done=state["step"],
-                            history=state["history"], interrupted=self._stop, zero_grad_steps=state["zero_grad"])
+        return opt, sched
 
-    @property
-    def draws_final(self) -> bool:
-        """Whether this step's draws are the full distribution (not a curriculum's easier one), so that its
-        running success may pick the best state."""
+    def _step(self, setup: AttackSetup, objective: Objective, label, palette: Tensor, opt, sched,
+              generator: torch.Generator, state: LoopState, run: RunConfig) -> dict:
+        """One optimizer step on a fresh batch of draws; updates ``state`` and returns the step's record."""
+        patch = setup.patch
+        progress = state.step / self.steps
+        draw = self.draw(setup.sampler, generator, setup.scene, label, progress)
+        patch.anneal(progress)
+        texture = patch.apply(draw.base)
+        if setup.colour_model is not None:
+            texture = setup.colour_model.print_patch(texture, patch.mask)
+        views = setup.pipeline(setup.scene, texture, draw.params)
+        output = self._victim_output(setup.victim, views.images, run)
+        self.observe(output, draw.label, progress)
+        adv = objective.loss(output, draw.label, views).mean()
+        colors = patch.colors()
+        nps = non_printability_score(colors, palette, patch.mask)
+        tv = total_variation(colors, patch.mask)
+        loss = adv + self.nps_weight * nps + self.tv_weight * tv
+        loss_v = float(loss.detach())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = sum(float(p.grad.abs().sum()) for p in patch.parameters() if p.grad is not None)
+        opt.step()
+        sched.step()
+        with torch.no_grad():
+            success = float(objective.success(output, draw.label, views).float().mean())
+        state.step += 1
+        state.zero_grad += int(grad_norm == 0.0)
+        self._track_best(patch, state, success, loss_v, progress)
+        record = {"step": state.step, "loss": loss_v, "adv_loss": float(adv.detach()), "nps": float(nps.detach()),
+                  "tv": float(tv.detach()), "batch_success": success, "running_success": state.ema_success,
+                  "lr": sched.get_last_lr()[0], "grad_norm": grad_norm}
+        state.history.append(record)
+        return record
+
+    @staticmethod
+    def _victim_output(victim, images: Tensor, run: RunConfig):
+        if run.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        with torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=run.amp):
+            output = victim(images)
+        return output.float() if run.amp and isinstance(output, torch.Tensor) else output
+
+    def _track_best(self, patch: Patch, state: LoopState, success: float, loss: float, progress: float) -> None:
+        """Update the running success and loss; keep the patch's state if it is the best so far."""
+        a = self.ema if state.step > 1 else 0.0
+        state.ema_success = a * state.ema_success + (1 - a) * success
+        state.ema_loss = loss if not math.isfinite(state.ema_loss) else a * state.ema_loss + (1 - a) * loss
+        key = (round(state.ema_success, 3), -state.ema_loss)
+        if key > state.best_key and patch.colors_final and self.draws_final(progress):
+            state.best_key, state.best_step = key, state.step
+            state.best_state = copy.deepcopy(patch.state_dict())
+
+    @staticmethod
+    def _finish(patch: Patch, state: LoopState) -> None:
+        """Leave the patch final. A run stopped before its colours (or its draws) were final has kept no
+        best state yet (any step with final ones is better than none): the last one is the best there is."""
+        patch.anneal(1.0)
+        if state.best_step == 0 and state.step > 0:
+            state.best_state, state.best_step = copy.deepcopy(patch.state_dict()), state.step
+
+    def draws_final(self, progress: float) -> bool:
+        """Whether the draws at ``progress`` (0 to 1) of the attack are the full distribution (not a
+        curriculum's easier one), so that their running success may pick the best state."""
         return True
 
-    def draw(self, sampler, generator: torch.Generator, scene, label):
-        """One step's batch: the views' SceneParams, the base texture(s) the patch goes on, and the
-        objective's label(s). Here every view shows the scene's own texture; a task whose input
-        changes per view (reprogramming) overrides this."""
-        return sampler.sample(self.batch_size, generator), scene.texture, label
+    def draw(self, sampler, generator: torch.Generator, scene, label, progress: float) -> Draw:
+        """One step's batch at ``progress`` (0 to 1) of the attack. Here every view shows the scene's own
+        texture and the objective's label; a task whose input changes per view (reprogramming) overrides this."""
+        return Draw(sampler.sample(self.batch_size, generator), scene.texture, label)
 
-    # -- checkpoints -------------------------------------------------------------------------------
-    def _save(self, path, patch, opt, sched, generator, state, tracker) -> None:
+    def observe(self, output, label, progress: float) -> None:
+        """Learn from a step's victim output besides the gradient (reprogramming's label matching); nothing here."""
+
+    # -- checkpoints: plain data only (tensors, numbers, lists, dicts), so they load with weights_only=True
+    def _save(self, path: Path, patch: Patch, opt, sched, generator: torch.Generator, state: LoopState,
+              tracker) -> None:
         save_torch(path, {"patch": patch.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                          "generator": generator.get_state(), "torch_rng": torch.get_rng_state(), "state": state,
-                          "attack": self.checkpoint_state(), "wandb_run_id": getattr(tracker, "run_id", None)})
+                          "generator": generator.get_state(), "torch_rng": torch.get_rng_state(),
+                          "state": state.as_dict(), "attack": self.checkpoint_state(),
+                          "wandb_run_id": getattr(tracker, "run_id", None)})
 
-    def _load(self, path, patch, opt, sched, generator, state) -> dict:
+    def _load(self, path: str | Path, patch: Patch, opt, sched, generator: torch.Generator) -> LoopState:
         path = Path(path)
         if path.is_dir():
             path = path / "checkpoint.pt"
         if not path.is_file():
             raise AttackError(f"No checkpoint at {path}; give resume= a run directory or its checkpoint.pt.")
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        ckpt = load_torch(path, "checkpoint")
+        missing = {"patch", "optimizer", "scheduler", "generator", "torch_rng", "state"} - set(
+            ckpt if isinstance(ckpt, dict) else ())
+        if missing:
+            raise AttackError(f"{path} is not a physattack checkpoint (it lacks {', '.join(sorted(missing))}); "
+                              "give resume= the run directory an attack wrote.")
         try:
             patch.load_state_dict(ckpt["patch"])
         except RuntimeError as e:
@@ -210,10 +306,11 @@ class EOTAttack:
         generator.set_state(ckpt["generator"])
         torch.set_rng_state(ckpt["torch_rng"])
         self.load_checkpoint_state(ckpt.get("attack", {}))
-        return ckpt["state"]
+        return LoopState.from_dict(ckpt["state"])
 
     def checkpoint_state(self) -> dict:
-        """What an attack learns besides the patch (reprogramming's label map), kept in checkpoints."""
+        """What an attack learns besides the patch (reprogramming's label map), kept in checkpoints as
+        plain data (tensors, numbers, lists)."""
         return {}
 
     def load_checkpoint_state(self, state: dict) -> None:
@@ -240,3 +337,4 @@ class EOTAttack:
         before = (previous or {}).get(self._signal)
         if self._signal is not None and callable(before) and self._signal != signal.SIGINT:
             before(self._signal, None)
+

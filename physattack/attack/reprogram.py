@@ -23,9 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from physattack.attack.loop import AttackError, EOTAttack
+from physattack.attack.loop import AttackError, Draw, EOTAttack
 from physattack.attack.objectives import Objective
 from physattack.eot.tasks import DigitTask
+from physattack.errors import check_range
 from physattack.victims.base import remap_logits
 
 log = logging.getLogger("physattack")
@@ -58,19 +59,21 @@ class ReprogramAttack(EOTAttack):
         kwargs["target"] = kwargs.get("target") or "digits"
         kwargs.setdefault("mask_search_steps", 0)
         super().__init__(**kwargs)
+        check_range("attack.curriculum", curriculum, 0, 1, why="the share of the steps the ranges widen over",
+                    error=AttackError)
+        check_range("attack.curriculum_start", curriculum_start, 0, 1,
+                    why="the ranges' width at the first step, a share of the full width", error=AttackError)
+        classes = check_range("attack.classes", classes, 2, 10, integer=True, why="digits", error=AttackError)
+        split_seed = check_range("attack.split_seed", split_seed, 0, integer=True, error=AttackError)
         self.label_map_names, self.classes, self.window, self.split_seed = label_map, classes, window, split_seed
-        if not 0 <= curriculum <= 1 or not 0 <= curriculum_start <= 1:
-            raise AttackError("attack.curriculum and attack.curriculum_start are shares of the steps and of the "
-                              f"ranges, between 0 and 1; got {curriculum} and {curriculum_start}.")
         self.curriculum, self.curriculum_start = curriculum, curriculum_start
         self.auto_map = isinstance(label_map, str)
         if self.auto_map and label_map != "auto":
             raise AttackError(f"attack.label_map is a list of victim labels, 'auto' or null; got '{label_map}'.")
         if self.auto_map:
             self.label_map_names = None           # the matching starts from the victim's first labels
-        if remap_every < 1:
-            raise AttackError(f"attack.remap_every is a number of steps (at least 1); got {remap_every}.")
-        self.remap_every = remap_every
+        self.remap_every = check_range("attack.remap_every", remap_every, 1, integer=True,
+                                       why="steps between two label matchings", error=AttackError)
         self.task = DigitTask(classes, seed=split_seed)
 
     def resolve(self, victim, scene) -> Tensor:
@@ -102,19 +105,21 @@ class ReprogramAttack(EOTAttack):
             out, self.label_map.to(out.device)).argmax(1) == labels.to(out.device))
 
     def _loss(self, out: Tensor, labels: Tensor, views) -> Tensor:
-        """Cross-entropy of the remapped logits (under the map of this step); while the map is being
-        learned, also gathers each digit's mean log-probability of every victim label."""
+        """Cross-entropy of the remapped logits (under the map of this step)."""
         labels = labels.to(out.device)
-        if self.mapping:
-            with torch.no_grad():
-                self._scores.index_add_(0, labels.cpu(), out.detach().double().log_softmax(1).cpu())
-                self._counts += torch.bincount(labels.cpu(), minlength=self.classes).double()
         return F.cross_entropy(remap_logits(out, self.label_map.to(out.device)), labels, reduction="none")
 
-    @property
-    def mapping(self) -> bool:
-        """Whether the label map is still being learned (``label_map="auto"``, before it is frozen)."""
-        return self.auto_map and getattr(self, "progress", 0.0) < self.map_frozen_at
+    def observe(self, output: Tensor, labels: Tensor, progress: float) -> None:
+        """While the map is being learned, gather each digit's log-probability of every victim label."""
+        if self.mapping(progress):
+            with torch.no_grad():
+                labels = labels.cpu()
+                self._scores.index_add_(0, labels, output.detach().double().log_softmax(1).cpu())
+                self._counts += torch.bincount(labels, minlength=self.classes).double()
+
+    def mapping(self, progress: float) -> bool:
+        """Whether the label map is still being learned at ``progress`` (``label_map="auto"``, before it is frozen)."""
+        return self.auto_map and progress < self.map_frozen_at
 
     def rematch(self) -> None:
         """Match each digit to a distinct victim label by its mean log-probability since the last matching."""
@@ -150,34 +155,33 @@ class ReprogramAttack(EOTAttack):
             raise AttackError("ReprogramAttack.label(victim, scene) must run before its objective is used.")
         return self.label_map
 
-    def draw(self, sampler, generator, scene, label):
-        """A batch of views, each with its own training digit in the window (and that digit as its label)."""
+    def draw(self, sampler, generator, scene, label, progress: float) -> Draw:
+        """A batch of views, each with its own training digit in the window (and that digit as its label);
+        with ``label_map="auto"``, the map is matched again first every ``remap_every`` steps."""
         if self.auto_map:
-            step = int(round(getattr(self, "progress", 0.0) * self.steps))
-            if step > 0 and step % self.remap_every == 0 and self.mapping:
+            step = int(round(progress * self.steps))
+            if step > 0 and step % self.remap_every == 0 and self.mapping(progress):
                 self.rematch()
-        params = self.sampler_now(sampler).sample(self.batch_size, generator)
+        params = self.sampler_now(sampler, progress).sample(self.batch_size, generator)
         digits, labels = self.task.sample(self.batch_size, generator, "train")
         base = DigitTask.print_into(scene.texture, digits, scene.regions[self.window])
-        return params, base, labels
+        return Draw(params, base, labels)
 
-    @property
-    def draws_final(self) -> bool:
+    def draws_final(self, progress: float) -> bool:
         """After the curriculum and the label matching, once the running success has forgotten both."""
         start = max(self.curriculum, self.map_frozen_at)
         if start <= 0:
             return True
         settle = 2 / max(1e-3, 1 - self.ema)
-        return (getattr(self, "progress", 1.0) - start) * self.steps >= settle - 1e-6
+        return (progress - start) * self.steps >= settle - 1e-6
 
     @property
     def map_frozen_at(self) -> float:
         """Share of the steps after which the label map no longer changes."""
         return (self.curriculum or 0.3) if self.auto_map else 0.0
 
-    def sampler_now(self, sampler):
-        """The sampler for the current step (``self.progress``, set by the loop): narrowed early in a curriculum."""
-        progress = getattr(self, "progress", 1.0)
+    def sampler_now(self, sampler, progress: float):
+        """The sampler at ``progress`` (0 to 1) of the attack: narrowed early in a curriculum."""
         if self.curriculum <= 0 or progress >= self.curriculum or not dataclasses.is_dataclass(sampler):
             return sampler
         return narrowed(sampler, self.curriculum_start + (1 - self.curriculum_start) * progress / self.curriculum)

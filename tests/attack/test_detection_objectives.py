@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from physattack.attack import AttackError, EOTAttack
+from physattack.attack import AttackError, AttackSetup, EOTAttack
+from physattack.config import RunConfig
 from physattack.attack.detection_objectives import (candidate_iou, hidden, hide, mislabel, mislabelled, on_sign,
                                                     topk_mean, untargeted)
 from physattack.attack.objectives import DETECTOR_OBJECTIVES, OBJECTIVES
@@ -120,9 +121,9 @@ def test_hide_lowers_prenms_stop_scores_on_the_bundled_detector(detnet, stop_sce
     before = stop_scores(detnet, stop_scene, patch, params, pipe)
     attack = EOTAttack(objective="hide", target=None, steps=6, batch_size=6, lr=0.3, mask_search_steps=0,
                        checkpoint_every=0)
-    result = attack.run(patch=patch, scene=stop_scene, pipeline=pipe, sampler=sampler, victim=detnet,
-                        palette=load_palette(), generator=torch.Generator().manual_seed(0), run_dir=tmp_path,
-                        progress=False)
+    setup = AttackSetup(scene=stop_scene, patch=patch, victim=detnet, pipeline=pipe, sampler=sampler,
+                        palette=load_palette())
+    result = attack.run(setup, RunConfig(seed=0, progress=False), tmp_path)
     assert result.steps_done == 6 and result.zero_grad_steps == 0
     losses = [h["adv_loss"] for h in result.history]
     after = stop_scores(detnet, stop_scene, patch, params, pipe)

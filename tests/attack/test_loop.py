@@ -4,7 +4,8 @@ import signal
 import pytest
 import torch
 
-from physattack.attack import AttackError, EOTAttack, targeted, untargeted
+from physattack.attack import AttackError, AttackSetup, EOTAttack, targeted, untargeted
+from physattack.config import RunConfig
 from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
 from physattack.patch import sticker_for_scene
 from physattack.printing import load_palette
@@ -43,10 +44,9 @@ def run(parts, signnet, tmp_path, steps, resume=None, seed=0, patch=None, sample
     patch = patch or sticker_for_scene(parts["scene"])
     attack = EOTAttack(target="yield", steps=steps, batch_size=6, lr=0.2, checkpoint_every=2,
                        mask_search_steps=search)
-    result = attack.run(patch=patch, scene=parts["scene"], pipeline=parts["pipeline"],
-                        sampler=sampler or parts["sampler"],
-                        victim=signnet, palette=parts["palette"], generator=torch.Generator().manual_seed(seed),
-                        run_dir=tmp_path, resume=resume, progress=False)
+    setup = AttackSetup(scene=parts["scene"], patch=patch, victim=signnet, pipeline=parts["pipeline"],
+                        sampler=sampler or parts["sampler"], palette=parts["palette"])
+    result = attack.run(setup, RunConfig(seed=seed, resume=resume and str(resume), progress=False), tmp_path)
     return patch, result
 
 
@@ -71,9 +71,9 @@ def test_sigterm_stops_cleanly_and_resume_gives_the_bit_identical_patch(parts, s
     full, _ = run(parts, signnet, tmp_path / "full", steps=5)
     # the 3 mask-search draws come first, so the 5th draw is optimizer step 2
     _, stopped = run(parts, signnet, tmp_path / "part", steps=5, sampler=SigtermAfter(parts["sampler"], 5))
-    assert stopped.interrupted and stopped.steps_done == 2
+    assert stopped.interrupted and stopped.signal == signal.SIGTERM and stopped.steps_done == 2
     resumed, result = run(parts, signnet, tmp_path / "part2", steps=5, resume=tmp_path / "part", seed=123)
-    assert result.steps_done == 5 and not result.interrupted
+    assert result.steps_done == 5 and not result.interrupted and result.signal is None
     assert torch.equal(full.mask, resumed.mask)
     assert torch.equal(full.logits, resumed.logits)
 

@@ -8,9 +8,11 @@ import math
 import pytest
 import torch
 
-from physattack.attack.loop import AttackError
+from physattack.atomic import load_torch
+from physattack.attack.loop import AttackError, AttackSetup
 from physattack.attack.reprogram import ReprogramAttack
 from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
+from physattack.config import RunConfig
 from physattack.eot.tasks import DigitTask
 from physattack.patch.frame import frame_for_scene
 from physattack.printing import load_palette
@@ -78,9 +80,8 @@ def test_program_gets_gradient_while_window_and_victim_stay_untouched(board, sig
     pipe = ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (64, 64), object_width_m=0.21)
     sampler = ViewSampler(object_width_m=0.21, distance_m=(0.8, 2.0), background_count=4)
     before = patch.weights.detach().clone()
-    result = attack.run(patch=patch, scene=board, pipeline=pipe, sampler=sampler, victim=signnet,
-                        palette=load_palette(), generator=torch.Generator().manual_seed(0), run_dir=tmp_path,
-                        progress=False)
+    setup = AttackSetup(scene=board, patch=patch, victim=signnet, pipeline=pipe, sampler=sampler, palette=load_palette())
+    result = attack.run(setup, RunConfig(seed=0, progress=False), tmp_path)
     assert result.steps_done == 3 and result.zero_grad_steps == 0
     assert not torch.equal(before, patch.weights)                          # the program learned
     for k, v in signnet.state_dict().items():
@@ -94,15 +95,13 @@ def test_program_gets_gradient_while_window_and_victim_stay_untouched(board, sig
 def test_curriculum_starts_from_an_easy_view_and_ends_on_the_full_ranges():
     sampler = ViewSampler(object_width_m=0.21, distance_m=(0.6, 3.0), background_count=4)
     attack = ReprogramAttack(classes=4, curriculum=0.5, curriculum_start=0.1)
-    attack.progress = 0.0
-    easy = attack.sampler_now(sampler)
+    easy = attack.sampler_now(sampler, 0.0)
     assert easy.azimuth_deg == pytest.approx((-6.0, 6.0)) and easy.noise_std[1] == pytest.approx(0.004)
     assert easy.motion_px == (1,) and easy.jpeg_share == 0.0
     assert 0.6 < easy.distance_m[0] < easy.distance_m[1] < 3.0
-    attack.progress = 0.25                                  # half-way through the curriculum: 55 % of the width
-    assert attack.sampler_now(sampler).azimuth_deg == pytest.approx((-33.0, 33.0))
-    attack.progress = 0.5
-    assert attack.sampler_now(sampler) is sampler           # the full ranges from then on
+    # half-way through the curriculum: 55 % of the width
+    assert attack.sampler_now(sampler, 0.25).azimuth_deg == pytest.approx((-33.0, 33.0))
+    assert attack.sampler_now(sampler, 0.5) is sampler      # the full ranges from then on
     with pytest.raises(AttackError, match="curriculum"):
         ReprogramAttack(curriculum=1.5)
 
@@ -110,9 +109,8 @@ def test_curriculum_starts_from_an_easy_view_and_ends_on_the_full_ranges():
 def test_the_best_program_is_picked_only_from_full_range_draws():
     attack = ReprogramAttack(classes=4, steps=100, curriculum=0.3, ema=0.9)
     for progress, final in [(0.0, False), (0.3, False), (0.45, False), (0.5, True), (0.99, True)]:
-        attack.progress = progress                          # the running success needs ~20 steps to settle
-        assert attack.draws_final is final, progress
-    assert ReprogramAttack(classes=4, curriculum=0.0).draws_final
+        assert attack.draws_final(progress) is final, progress  # the running success needs ~20 steps to settle
+    assert ReprogramAttack(classes=4, curriculum=0.0).draws_final(0.0)
 
 
 def test_a_fixed_seed_gives_the_same_program(board, signnet, tmp_path):
@@ -123,9 +121,9 @@ def test_a_fixed_seed_gives_the_same_program(board, signnet, tmp_path):
         patch = frame_for_scene(board)
         attack = ReprogramAttack(classes=4, steps=3, batch_size=2, lr=0.1, curriculum=0.5)
         attack.label(signnet, board)
-        torch.manual_seed(0)
-        attack.run(patch=patch, scene=board, pipeline=pipe, sampler=sampler, victim=signnet, palette=load_palette(),
-                   generator=torch.Generator().manual_seed(0), run_dir=tmp_path / str(i), progress=False)
+        setup = AttackSetup(scene=board, patch=patch, victim=signnet, pipeline=pipe, sampler=sampler,
+                            palette=load_palette())
+        attack.run(setup, RunConfig(seed=0, progress=False), tmp_path / str(i))
         programs.append(patch.weights.detach())
     assert torch.equal(programs[0], programs[1]) and programs[0].abs().sum() > 0
 
@@ -139,19 +137,16 @@ def test_auto_label_map_matches_each_digit_to_a_distinct_likely_label_then_freez
     out[0, 5], out[0, 2] = 5.0, 4.0                                # digit 0 likes label 5, then 2
     out[1, 5] = 6.0                                                # digit 1 likes only label 5
     out[2, 7] = 5.0
-    attack.progress = 0.05
-    objective.loss(out, torch.tensor([0, 1, 2]), None)
+    attack.observe(out, torch.tensor([0, 1, 2]), 0.05)             # a step during the matching: gathered
     attack.rematch()
     assert attack.label_map.tolist() == [2, 5, 7]                  # one-to-one: digit 1 keeps 5, digit 0 takes 2
     loss = objective.loss(out, torch.tensor([0, 1, 2]), None)      # the loss follows the new map
     assert float(loss[1:].max()) < 1e-3 and float(loss[0]) == pytest.approx(math.log(1 + math.e), abs=1e-4)
-    attack.progress, gathered = 0.3, float(attack._counts.sum())
-    objective.loss(-out, torch.tensor([0, 1, 2]), None)            # frozen: nothing more is gathered
-    assert float(attack._counts.sum()) == gathered and not attack.mapping
-    attack.progress = 0.35
-    assert not attack.draws_final                                  # the running success still remembers old maps
-    attack.progress = 0.6
-    assert attack.draws_final
+    gathered = float(attack._counts.sum())
+    attack.observe(-out, torch.tensor([0, 1, 2]), 0.3)             # frozen: nothing more is gathered
+    assert float(attack._counts.sum()) == gathered and attack.mapping(0.05) and not attack.mapping(0.3)
+    assert not attack.draws_final(0.35)                            # the running success still remembers old maps
+    assert attack.draws_final(0.6)
     with pytest.raises(AttackError, match="'auto'"):
         ReprogramAttack(label_map="digits")
 
@@ -162,11 +157,12 @@ def test_a_learned_label_map_survives_a_resume(board, signnet, tmp_path):
     kw = dict(classes=4, label_map="auto", steps=6, batch_size=4, lr=0.1, curriculum=0.5, remap_every=1)
     attack = ReprogramAttack(**kw)
     attack.label(signnet, board)
-    attack.run(patch=frame_for_scene(board), scene=board, pipeline=pipe, sampler=sampler, victim=signnet,
-               palette=load_palette(), generator=torch.Generator().manual_seed(0), run_dir=tmp_path, progress=False)
+    setup = AttackSetup(scene=board, patch=frame_for_scene(board), victim=signnet, pipeline=pipe, sampler=sampler,
+                        palette=load_palette())
+    attack.run(setup, RunConfig(seed=0, progress=False), tmp_path)
     learned = attack.label_map.clone()
     assert len(set(learned.tolist())) == 4 and learned.max() < len(signnet.labels)
     fresh = ReprogramAttack(**kw)
     fresh.label(signnet, board)
-    fresh.load_checkpoint_state(torch.load(tmp_path / "checkpoint.pt", weights_only=False)["attack"])
+    fresh.load_checkpoint_state(load_torch(tmp_path / "checkpoint.pt", "checkpoint")["attack"])
     assert torch.equal(fresh.label_map, learned)

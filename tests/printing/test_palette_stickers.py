@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from physattack.attack import EOTAttack
+from physattack.attack import AttackSetup, EOTAttack
+from physattack.config import RunConfig
 from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
 from physattack.patch import PatchError, StickerPatch, sticker_for_scene
 from physattack.printing import load_colour_model, load_palette
@@ -65,9 +66,9 @@ def test_attack_with_palette_stickers_exports_only_palette_colours(stop_scene, s
         return original(texture, mask)
 
     colour_model.print_patch = spy
-    result = attack.run(patch=patch, scene=stop_scene, pipeline=pipeline, sampler=ViewSampler(background_count=4,
-                        jpeg_share=0.0), victim=signnet, palette=palette, generator=torch.Generator().manual_seed(0),
-                        run_dir=tmp_path, progress=False, colour_model=colour_model)
+    setup = AttackSetup(scene=stop_scene, patch=patch, victim=signnet, pipeline=pipeline, palette=palette,
+                        sampler=ViewSampler(background_count=4, jpeg_share=0.0), colour_model=colour_model)
+    result = attack.run(setup, RunConfig(seed=0, progress=False), tmp_path)
     assert seen[0] > seen[1] > 0 and seen[2:] == [0.0, 0.0]   # annealed, then hard, and printed every step
     assert result.best_step >= 3                               # only hard (final) colours can be the best
     patch.load_state_dict(result.best_state)
