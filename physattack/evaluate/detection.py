@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from torchvision.ops import box_iou
 
-from physattack.atomic import save_figure, save_json, save_rgb_png
+from physattack.atomic import save_figure, save_json, save_rgb_png, save_torch
 from physattack.evaluate.metrics import rate
 from physattack.evaluate.plots import success_heatmap, training_curves
 from physattack.evaluate.report import save_patch_png
@@ -230,8 +230,7 @@ def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture
     }
     out = {"patch": save_patch_png(run_dir / "patch.png", patch.colors(), patch.mask),
            "texture": save_rgb_png(run_dir / "texture.png", adv_texture.cpu())}
-    torch.save({"patch": patch.state_dict()}, run_dir / ".patch.pt.tmp")
-    (run_dir / ".patch.pt.tmp").replace(run_dir / "patch.pt")
+    save_torch(run_dir / "patch.pt", {"patch": patch.state_dict()})
     if clean_imgs is not None:
         pick = torch.linspace(0, len(grid_result.conditions) - 1, len(clean_imgs)).round().long().tolist()
         gallery = detections_gallery(clean_imgs, adv_imgs, [grid_result.clean[i] for i in pick],

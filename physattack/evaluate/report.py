@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from physattack.atomic import save_figure, save_json, save_rgb_png
+from physattack.atomic import save_figure, save_json, save_rgb_png, save_torch, save_with
 from physattack.evaluate.grid import GridResult
 from physattack.evaluate.plots import success_heatmap, training_curves, views_gallery
 
@@ -19,11 +19,11 @@ def save_patch_png(path: Path, colors: torch.Tensor, mask: torch.Tensor) -> Path
     rgb = (colors.detach().clamp(0, 1).permute(1, 2, 0).cpu().numpy() * 255).round().astype(np.uint8)
     alpha = (mask[0].detach().cpu().numpy() * 255).round().astype(np.uint8)
     rgba = np.concatenate([rgb, alpha[..., None]], axis=2)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    if not cv2.imwrite(str(tmp), cv2.cvtColor(rgba, cv2.COLOR_RGBA2BGRA)):
-        raise OSError(f"OpenCV could not write {tmp}.")
-    tmp.replace(path)
-    return path
+
+    def write(tmp: Path) -> None:
+        if not cv2.imwrite(str(tmp), cv2.cvtColor(rgba, cv2.COLOR_RGBA2BGRA)):
+            raise OSError(f"OpenCV could not write {tmp}.")
+    return save_with(path, write)
 
 
 def write_run_outputs(run_dir: Path, *, patch, adv_texture, result: GridResult, labels: tuple[str, ...],
@@ -34,8 +34,7 @@ def write_run_outputs(run_dir: Path, *, patch, adv_texture, result: GridResult, 
         "patch": save_patch_png(run_dir / "patch.png", patch.colors(), patch.mask),
         "texture": save_rgb_png(run_dir / "texture.png", adv_texture),
     }
-    torch.save({"patch": patch.state_dict()}, run_dir / ".patch.pt.tmp")
-    (run_dir / ".patch.pt.tmp").replace(run_dir / "patch.pt")
+    save_torch(run_dir / "patch.pt", {"patch": patch.state_dict()})
     out["patch_state"] = run_dir / "patch.pt"
     if clean_imgs is not None:
         pick = torch.linspace(0, len(result.conditions) - 1, len(clean_imgs)).round().long()

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from physattack.atomic import save_figure, save_json, save_rgb_png  # noqa: E402
+from physattack.atomic import save_figure, save_json, save_rgb_png, save_torch  # noqa: E402
 from physattack.eot.tasks import DigitTask  # noqa: E402
 from physattack.evaluate.metrics import rate  # noqa: E402
 from physattack.evaluate.plots import training_curves, views_gallery  # noqa: E402
@@ -113,8 +113,7 @@ def report_reprogram(*, scene, patch, victim, attack, result, eval_pipeline, gri
         k = len(examples)
         labels = [f"digit {int(t)} -> {int(p)}" for t, p in zip(true[:k], pred[:k])]
         save_rgb_png(run_dir / "views.png", views_gallery(examples, examples, labels, labels))
-    torch.save({"patch": patch.state_dict()}, run_dir / ".patch.pt.tmp")
-    (run_dir / ".patch.pt.tmp").replace(run_dir / "patch.pt")
+    save_torch(run_dir / "patch.pt", {"patch": patch.state_dict()})
     flat = {"eval/task_accuracy": metrics["task_accuracy"]["rate"],
             "eval/random_program_accuracy": metrics["random_program_accuracy"]["rate"], "eval/chance": 1 / classes}
     tracker.summary(flat)
