@@ -95,7 +95,7 @@ def _to_uint8(im: Image.Image) -> np.ndarray:
         grey = np.clip(np.round(np.nan_to_num(a)), 0, 255).astype(np.uint8)
         return np.repeat(grey[..., None], 3, axis=2)
     has_alpha = im.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info
-    return np.asarray(im.convert("RGBA" if has_alpha else "RGB"))
+    return np.array(im.convert("RGBA" if has_alpha else "RGB"))          # a writable copy
 
 
 def _read_with_opencv(path: Path, what: str, error: type[InputError]) -> np.ndarray:

@@ -12,8 +12,9 @@ import cv2
 import numpy as np
 import yaml
 
+from physattack.atomic import save_rgb_png, save_text
 from physattack.scene.mesh import save_obj
-from physattack.scene.signs import SignDesign, _rect, build_mesh
+from physattack.scene.signs import SignDesign, _rect, build_mesh, save_mask_png
 
 A4_M = (0.210, 0.297)
 WINDOW_M = 0.11                         # side of the square window, centred on the card
@@ -48,8 +49,8 @@ def write_board_scene(out: Path, mount_height_m: float = 1.3) -> Path:
     mask = np.full((h_px, w_px), 255, np.uint8)
     margin = max(1, int(0.004 * scale))          # keep the program off the window's cut line
     mask[y0 - margin:y1 + margin, x0 - margin:x1 + margin] = 0
-    cv2.imwrite(str(folder / "texture.png"), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
-    cv2.imwrite(str(folder / "face_mask.png"), mask)
+    save_rgb_png(folder / "texture.png", img)
+    save_mask_png(folder / "face_mask.png", mask)
     save_obj(build_mesh(BOARD, thickness_m=0.003, mount_height_m=mount_height_m, post_width_m=0.03),
              folder / "sign.obj")
     desc = {
@@ -58,5 +59,5 @@ def write_board_scene(out: Path, mount_height_m: float = 1.3) -> Path:
         "texture_size_m": [w_m, h_m], "mount_height_m": mount_height_m, "support_materials": ["post"],
         "regions": {"window": [round(x0 / w_px, 6), round(y0 / h_px, 6), round(x1 / w_px, 6), round(y1 / h_px, 6)]},
     }
-    (folder / "scene.yaml").write_text(yaml.safe_dump(desc, sort_keys=False))
+    save_text(folder / "scene.yaml", yaml.safe_dump(desc, sort_keys=False))
     return folder

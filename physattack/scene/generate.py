@@ -9,21 +9,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import cv2
 import yaml
 
+from physattack.atomic import save_rgb_png, save_text
 from physattack.scene.mesh import save_obj
 from physattack.scene.boards import write_board_scene
 from physattack.scene.scene import bundled_scenes_dir
-from physattack.scene.signs import SIGNS, SignDesign, build_mesh, draw_texture
+from physattack.scene.signs import SIGNS, SignDesign, build_mesh, draw_texture, save_mask_png
 
 
 def write_sign_scene(design: SignDesign, out: Path) -> Path:
     folder = out / design.name
     folder.mkdir(parents=True, exist_ok=True)
     texture, mask, size_m = draw_texture(design)
-    cv2.imwrite(str(folder / "texture.png"), cv2.cvtColor(texture, cv2.COLOR_RGB2BGR))
-    cv2.imwrite(str(folder / "face_mask.png"), mask)
+    save_rgb_png(folder / "texture.png", texture)
+    save_mask_png(folder / "face_mask.png", mask)
     save_obj(build_mesh(design), folder / "sign.obj")
     desc = {
         "name": design.name,
@@ -35,7 +35,7 @@ def write_sign_scene(design: SignDesign, out: Path) -> Path:
         "mount_height_m": 2.1,
         "support_materials": ["post"],
     }
-    (folder / "scene.yaml").write_text(yaml.safe_dump(desc, sort_keys=False))
+    save_text(folder / "scene.yaml", yaml.safe_dump(desc, sort_keys=False))
     return folder
 
 

@@ -14,17 +14,18 @@ A scene lives in a folder with a ``scene.yaml``::
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-import cv2
 import numpy as np
 import torch
 import yaml
 from torch import Tensor
 
-from physattack.errors import InputError
+from physattack.errors import InputError, check_values
+from physattack.imageio import read_grey, read_rgb
 from physattack.scene.mesh import Mesh, MeshError, load_obj
 
 
@@ -69,12 +70,9 @@ def available_scenes() -> list[str]:
     return sorted(p.parent.name for p in bundled_scenes_dir().glob("*/scene.yaml"))
 
 
-def read_image_rgb(path: Path) -> np.ndarray:
-    img = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if img is None:
-        raise SceneError(f"The image {path} is missing or unreadable; check the path or regenerate the "
-                         "scene with 'python -m physattack.scene.generate'.")
-    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+def read_image_rgb(path: Path, what: str = "image") -> np.ndarray:
+    """H×W×3 uint8 RGB (grey and 16-bit converted; transparency refused), or a SceneError."""
+    return read_rgb(path, what, error=SceneError)
 
 
 def load_scene(name_or_path: str | Path) -> Scene:
@@ -86,7 +84,12 @@ def load_scene(name_or_path: str | Path) -> Scene:
     if not desc_path.is_file():
         raise SceneError(f"No scene '{name_or_path}': give a folder holding a scene.yaml or one of the "
                          f"bundled scenes: {', '.join(available_scenes())}.")
-    desc = yaml.safe_load(desc_path.read_text())
+    try:
+        desc = yaml.safe_load(desc_path.read_text())
+    except yaml.YAMLError as exc:
+        raise SceneError(f"{desc_path} is not valid YAML ({str(exc).splitlines()[0]}); fix it.") from None
+    if not isinstance(desc, dict):
+        raise SceneError(f"{desc_path} must be a mapping of keys (name, class_name, mesh, ...); fix it.")
     for key in ("name", "class_name", "mesh", "texture_size_m"):
         if key not in desc:
             raise SceneError(f"{desc_path} has no '{key}' entry; add it (see physattack/scene/scene.py).")
@@ -98,20 +101,45 @@ def load_scene(name_or_path: str | Path) -> Scene:
     if tex_id is None:
         raise SceneError(f"{folder / desc['mesh']} has no material with a texture map (map_Kd), so there "
                          "is nothing a patch can cover; give its MTL a 'map_Kd texture.png' line.")
-    texture = read_image_rgb(folder / mesh.materials[tex_id].texture)
+    texture_path = folder / mesh.materials[tex_id].texture
+    texture = read_image_rgb(texture_path, "texture")
+    if (texture == texture[..., :1]).all():
+        warnings.warn(f"The texture {texture_path} has no colour (it is grey), so the object is rendered grey; "
+                      "a victim trained on coloured signs may not recognise it.", stacklevel=2)
     texture_t = torch.from_numpy(texture).permute(2, 0, 1).float() / 255.0
     if "face_mask" in desc:
-        mask = cv2.imread(str(folder / desc["face_mask"]), cv2.IMREAD_GRAYSCALE)
-        if mask is None:
-            raise SceneError(f"The face mask {folder / desc['face_mask']} is missing or unreadable.")
+        mask = read_grey(folder / desc["face_mask"], "face mask", error=SceneError)
         if mask.shape != texture.shape[:2]:
             raise SceneError(f"The face mask {desc['face_mask']} is {mask.shape[1]}×{mask.shape[0]} but the "
                              f"texture is {texture.shape[1]}×{texture.shape[0]}; they must match.")
         mask_t = torch.from_numpy(mask > 127).float()[None]
     else:
         mask_t = torch.ones(1, *texture.shape[:2])
-    w, h = desc["texture_size_m"]
+    w, h = _texture_size(desc_path, desc["texture_size_m"])
     return Scene(name=desc["name"], class_name=desc["class_name"], mesh=mesh, texture=texture_t,
                  face_mask=mask_t, texture_size_m=(float(w), float(h)),
                  support_materials=tuple(desc.get("support_materials", ())),
-                 regions={k: tuple(float(x) for x in v) for k, v in (desc.get("regions") or {}).items()})
+                 regions=_regions(desc_path, desc.get("regions") or {}))
+
+
+def _texture_size(desc_path: Path, size) -> tuple[float, float]:
+    name = f"{desc_path}: texture_size_m"
+    if not isinstance(size, (list, tuple)) or len(size) != 2:
+        raise SceneError(f"{name} must be [width, height] in metres; got {size!r}.")
+    w, h = check_values(name, size, 0.0, lo_open=True, error=SceneError,
+                        why="the width and height in metres that the texture spans")
+    return float(w), float(h)
+
+
+def _regions(desc_path: Path, regions) -> dict[str, tuple[float, ...]]:
+    if not isinstance(regions, dict):
+        raise SceneError(f"{desc_path}: regions must map names to [x0, y0, x1, y1]; got {regions!r}.")
+    out = {}
+    for name, box in regions.items():
+        box = check_values(f"{desc_path}: regions.{name}", box, 0.0, 1.0, error=SceneError,
+                           why="x0, y0, x1, y1 as shares of the texture's width and height")
+        if len(box) != 4 or not (box[0] < box[2] and box[1] < box[3]):
+            raise SceneError(f"{desc_path}: regions.{name} must be [x0, y0, x1, y1] with x0 < x1 and y0 < y1, "
+                             f"as shares of the texture's width and height; got {box}.")
+        out[name] = tuple(float(x) for x in box)
+    return out
