@@ -85,6 +85,24 @@ def test_bad_attack_settings_say_what_to_do():
         EOTAttack(objective="sideways")
 
 
+@pytest.mark.parametrize("key, value", [
+    ("steps", -1), ("steps", 0), ("steps", 2.5), ("batch_size", 0), ("lr", 0.0), ("lr", float("nan")),
+    ("nps_weight", -0.1), ("tv_weight", -1.0), ("ema", 1.0), ("ema", -0.1), ("checkpoint_every", -1),
+    ("mask_search_steps", -1),
+])
+def test_out_of_range_settings_are_refused_where_the_attack_is_built(key, value):
+    with pytest.raises(AttackError, match=rf"attack\.{key} must be") as err:
+        EOTAttack(**{key: value})
+    assert "\n" not in str(err.value)
+
+
+def test_reprogram_settings_are_checked_too():
+    from physattack.attack.reprogram import ReprogramAttack
+    for key, value in [("classes", 1), ("curriculum_start", -0.5), ("remap_every", 0), ("steps", 0)]:
+        with pytest.raises(AttackError, match=rf"attack\.{key} must be"):
+            ReprogramAttack(**{key: value})
+
+
 def test_resume_from_nowhere_is_refused(parts, signnet, tmp_path):
     with pytest.raises(AttackError, match="No checkpoint"):
         run(parts, signnet, tmp_path, steps=1, resume=tmp_path / "nothing")
