@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from physattack.errors import InputError, check_range
+from physattack.imageio import read_rgb
 
 BANK_SIZE_PX = 256
 KINDS = ("sky", "road", "foliage", "buildings")
@@ -101,22 +102,24 @@ def procedural_backgrounds(count: int, seed: int, size: int = BANK_SIZE_PX) -> T
 
 
 def folder_backgrounds(folder: str | Path, size: int = BANK_SIZE_PX) -> Tensor:
-    """Every PNG/JPEG in ``folder``, centre-cropped square and resized, as N×3×size×size."""
+    """Every PNG/JPEG in ``folder``, centre-cropped square and resized, as N×3×size×size.
+
+    A truncated, undecodable or transparent image is refused with one sentence naming it.
+    """
     folder = Path(folder)
+    check_range("the background image size", size, 8, integer=True, why="pixels")
     paths = sorted(p for p in folder.glob("*") if p.suffix.lower() in {".png", ".jpg", ".jpeg", ".bmp"})
     if not folder.is_dir() or not paths:
         raise InputError(f"The background folder {folder} has no PNG or JPEG images; point "
                                 "eot.backgrounds.folder at a folder of photos or set it to null.")
     imgs = []
     for p in paths:
-        img = cv2.imread(str(p), cv2.IMREAD_COLOR)
-        if img is None:
-            raise InputError(f"The background image {p} cannot be read; remove it or re-save it as PNG.")
+        img = read_rgb(p, "background image")
         h, w = img.shape[:2]
         s = min(h, w)
         img = img[(h - s) // 2:(h - s) // 2 + s, (w - s) // 2:(w - s) // 2 + s]
         img = cv2.resize(img, (size, size), interpolation=cv2.INTER_AREA)
-        imgs.append(cv2.cvtColor(img, cv2.COLOR_BGR2RGB).astype(np.float32) / 255.0)
+        imgs.append(img.astype(np.float32) / 255.0)
     return torch.from_numpy(np.stack(imgs)).permute(0, 3, 1, 2).contiguous()
 
 

@@ -3,7 +3,10 @@ names its config key and its valid range (physattack/eot/*.py, physattack/errors
 
 from __future__ import annotations
 
+import cv2
+import numpy as np
 import pytest
+import torch
 
 from physattack.eot import BackgroundBank, EvalGrid, ViewPipeline, ViewSampler
 from physattack.eot.frames import FrameGrid, FrameSampler
@@ -125,3 +128,22 @@ def test_check_helpers_return_what_they_accept():
         check_range("k", "x", 0, 1, why="a share")
     with pytest.raises(InputError, match=r"k must be a finite number; got inf\."):
         check_range("k", float("inf"))
+
+
+def _photo(path, colour=(30, 120, 200)):
+    img = np.zeros((40, 60, 3), np.uint8)
+    img[:] = colour
+    cv2.imwrite(str(path), cv2.cvtColor(img, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 95])
+
+
+def test_a_background_folder_reads_photos_and_refuses_a_truncated_one(tmp_path):
+    _photo(tmp_path / "a.jpg")
+    cv2.imwrite(str(tmp_path / "grey.png"), np.full((30, 30), 90, np.uint8))
+    bank = BackgroundBank(count=0, folder=tmp_path)
+    assert bank.images.shape == (2, 3, 256, 256)
+    assert abs(float(bank.images[0, 2].mean()) * 255 - 200) < 3             # RGB order kept
+    assert torch.allclose(bank.images[1, 0], bank.images[1, 1])             # grey became RGB
+    data = (tmp_path / "a.jpg").read_bytes()
+    (tmp_path / "b.jpg").write_bytes(data[:len(data) // 2])
+    with pytest.raises(InputError, match=r"background image .*b\.jpg is truncated"):
+        BackgroundBank(count=0, folder=tmp_path)
