@@ -75,6 +75,9 @@ class ReprogramAttack(EOTAttack):
         self.remap_every = check_range("attack.remap_every", remap_every, 1, integer=True,
                                        why="steps between two label matchings", error=AttackError)
         self.task = DigitTask(classes, seed=split_seed)
+        self.label_map: Tensor | None = None      # set by label(), then learned (auto) or restored on resume
+        self._scores: Tensor | None = None        # auto: per digit, summed log-probability of each victim label
+        self._counts: Tensor | None = None        # auto: per digit, views gathered since the last matching
 
     def resolve(self, victim, scene) -> Tensor:
         """Victim label indices for digits 0..classes-1; the scene must have the window region."""
@@ -84,7 +87,7 @@ class ReprogramAttack(EOTAttack):
         if self.auto_map and len(victim.labels) < self.classes:
             raise AttackError(f"attack.label_map=auto needs at least {self.classes} victim labels (one per digit); "
                               f"this victim has {len(victim.labels)}.")
-        if self.auto_map and hasattr(self, "label_map"):
+        if self.auto_map and self.label_map is not None:
             return self.label_map                 # learned so far (or restored from a checkpoint)
         names = self.label_map_names or list(victim.labels[:self.classes])
         if len(names) != self.classes:
@@ -94,7 +97,7 @@ class ReprogramAttack(EOTAttack):
 
     def label(self, victim, scene) -> int:
         self.label_map = self.resolve(victim, scene)
-        if self.auto_map and not hasattr(self, "_scores"):
+        if self.auto_map and self._scores is None:
             self._scores = torch.zeros(self.classes, len(victim.labels), dtype=torch.float64)
             self._counts = torch.zeros(self.classes, dtype=torch.float64)
         return 0
@@ -139,8 +142,8 @@ class ReprogramAttack(EOTAttack):
         self._counts.zero_()
 
     def checkpoint_state(self) -> dict:
-        out = {"label_map": self.label_map} if hasattr(self, "label_map") else {}
-        if self.auto_map and hasattr(self, "_scores"):
+        out = {"label_map": self.label_map} if self.label_map is not None else {}
+        if self.auto_map and self._scores is not None:
             out.update(scores=self._scores, counts=self._counts)
         return out
 
@@ -151,7 +154,7 @@ class ReprogramAttack(EOTAttack):
             self._scores, self._counts = state["scores"], state["counts"]
 
     def resolve_map(self) -> Tensor:
-        if not hasattr(self, "label_map"):
+        if self.label_map is None:
             raise AttackError("ReprogramAttack.label(victim, scene) must run before its objective is used.")
         return self.label_map
 
