@@ -6,6 +6,10 @@ ship: ``WholePhoto`` (the photo is the crop), ``BoxFile`` (boxes a person drew, 
 file) and ``DetectorCropper`` (the most confident box of a detector, e.g. the bundled one). A detector
 victim sees the whole photo and succeeds when its detections do what the attack wanted.
 
+A photo that cannot be read (truncated, undecodable, transparent) is skipped with a warning and
+listed in the report (``skipped`` in ``summary.json``, a grey tile in the contact sheet); it counts
+in no rate.
+
 Targeted success: the prediction is the target label; untargeted: it is not the true label. There
 are no clean photos of the same views to condition on, so the rate is over all photos in which a sign
 was found, with its 95 % Wilson interval.
@@ -17,6 +21,7 @@ import csv
 import io
 import json
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
@@ -28,6 +33,7 @@ import torch
 from physattack.atomic import save_json, save_rgb_png, save_text
 from physattack.errors import InputError
 from physattack.evaluate.metrics import wilson_interval
+from physattack.imageio import read_rgb
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
 
@@ -115,7 +121,8 @@ class DetectorCropper:
 
 @dataclass
 class PhotoResult:
-    """One photo's outcome. ``box`` is None when the cropper found no sign (then it has no prediction)."""
+    """One photo's outcome. ``box`` is None when the cropper found no sign (then it has no prediction),
+    or when the photo could not be read: then ``skipped`` says why."""
 
     file: str
     box: tuple[int, int, int, int] | None
@@ -124,6 +131,7 @@ class PhotoResult:
     true_confidence: float
     target_confidence: float
     success: bool
+    skipped: str = ""
 
 
 def to_tensor(image: np.ndarray) -> torch.Tensor:
@@ -143,17 +151,19 @@ def list_photos(folder: str | Path) -> list[Path]:
 
 
 def read_photo(path: Path) -> np.ndarray:
-    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR) if Path(path).is_file() else None
-    if bgr is None:
-        raise PhotoError(f"{path} cannot be read as an image; remove it from the folder or re-save it as JPEG/PNG.")
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    """H×W×3 uint8 RGB, or a PhotoError for a missing, truncated, undecodable or transparent file."""
+    return read_rgb(path, "photo", error=PhotoError)
+
+
+SKIPPED_TILE = np.full((8, 8, 3), 200, np.uint8)
 
 
 @torch.no_grad()
 def classify_photos(photos: list[Path], victim, true_index: int, target_index: int | None,
                     cropper: Cropper | None = None, max_side: int = 1024,
                     device: torch.device | str = "cpu") -> tuple[list[PhotoResult], list[np.ndarray]]:
-    """Each photo's result, and the crop the victim saw (for the contact sheet).
+    """Each photo's result, and the crop the victim saw (for the contact sheet). A photo that cannot
+    be read is skipped with a warning: its result says why (``skipped``) and its crop is a grey tile.
 
     A classifier sees the crop, shrunk (area filter) to at most ``max_side`` pixels; a detector (an
     output with ``detections``) sees the whole photo, and its most confident detection is the prediction.
@@ -162,7 +172,13 @@ def classify_photos(photos: list[Path], victim, true_index: int, target_index: i
     results, crops = [], []
     labels = victim.labels
     for path in photos:
-        image = read_photo(path)
+        try:
+            image = read_photo(path)
+        except PhotoError as exc:
+            warnings.warn(f"Skipped {path.name}: {exc}", stacklevel=2)
+            results.append(PhotoResult(path.name, None, "", 0.0, 0.0, 0.0, False, skipped=str(exc)))
+            crops.append(SKIPPED_TILE)
+            continue
         box = cropper.box(image, path.name)
         if box is None:
             results.append(PhotoResult(path.name, None, "", 0.0, 0.0, 0.0, False))
@@ -216,7 +232,10 @@ def _detector_outcome(out, victim, true_index: int, target_index: int | None):
 
 def summarize(results: list[PhotoResult], *, true_label: str, target_label: str | None, victim_name: str,
               cropper: str) -> dict:
-    """Attack success over the photos where a sign was found, with its 95 % Wilson interval."""
+    """Attack success over the photos where a sign was found, with its 95 % Wilson interval; photos that
+    could not be read count nowhere and are listed under ``skipped``."""
+    skipped = [{"file": r.file, "reason": r.skipped} for r in results if r.skipped]
+    results = [r for r in results if not r.skipped]
     found = [r for r in results if r.box is not None]
     k, n = sum(r.success for r in found), len(found)
     lo, hi = wilson_interval(k, n)
@@ -227,7 +246,7 @@ def summarize(results: list[PhotoResult], *, true_label: str, target_label: str 
         "attack": f"targeted -> {target_label}" if target_label else "untargeted",
         "attack_success_rate": {"rate": k / n if n else float("nan"), "count": k, "n": n, "ci95": [lo, hi]},
         "true_label_rate": {"rate": correct / n if n else float("nan"), "count": correct, "n": n, "ci95": [clo, chi]},
-        "victim": victim_name, "cropper": cropper,
+        "skipped": skipped, "victim": victim_name, "cropper": cropper,
         "protocol": "success over every photo in which a sign was found (no clean photos of the same views to "
                     "condition on); 95 % Wilson interval",
     }
@@ -238,7 +257,8 @@ def summarize(results: list[PhotoResult], *, true_label: str, target_label: str 
 
 def contact_sheet(crops: list[np.ndarray], results: list[PhotoResult], thumb: int = 160,
                   max_cols: int = 8) -> np.ndarray:
-    """Thumbnails of what the victim saw with its answer; a green frame marks success, red failure."""
+    """Thumbnails of what the victim saw with its answer; a green frame marks success, red failure,
+    grey a photo skipped as unreadable."""
     cols = max(1, min(max_cols, math.ceil(math.sqrt(len(crops)))))
     rows = math.ceil(len(crops) / cols)
     cap = 34
@@ -250,9 +270,10 @@ def contact_sheet(crops: list[np.ndarray], results: list[PhotoResult], thumb: in
                            interpolation=cv2.INTER_AREA if s < 1 else cv2.INTER_LINEAR)
         oy, ox = y + 4 + (thumb - 8 - small.shape[0]) // 2, x + 4 + (thumb - 8 - small.shape[1]) // 2
         sheet[oy:oy + small.shape[0], ox:ox + small.shape[1]] = small
-        colour = (40, 170, 60) if r.success else (210, 40, 40)
+        colour = (40, 170, 60) if r.success else (130, 130, 130) if r.skipped else (210, 40, 40)
         cv2.rectangle(sheet, (x + 1, y + 1), (x + thumb - 2, y + thumb - 2), colour, 3)
-        caption = f"{r.prediction} {r.confidence:.2f}" if r.box is not None else "no sign found"
+        caption = ("skipped: unreadable" if r.skipped else f"{r.prediction} {r.confidence:.2f}" if r.box is not None
+                   else "no sign found")
         cv2.putText(sheet, r.file[:22], (x + 4, y + thumb + 12), cv2.FONT_HERSHEY_SIMPLEX, 0.36, (60, 60, 60), 1,
                     cv2.LINE_AA)
         cv2.putText(sheet, caption[:22], (x + 4, y + thumb + 27), cv2.FONT_HERSHEY_SIMPLEX, 0.45, colour, 1,
@@ -269,6 +290,9 @@ def evaluate_photo_folder(folder: str | Path, victim, *, true_label: str, target
     target_index = victim.label_index(target_label) if target_label else None
     cropper = cropper or WholePhoto()
     results, crops = classify_photos(list_photos(folder), victim, true_index, target_index, cropper, device=device)
+    if all(r.skipped for r in results):
+        raise PhotoError(f"None of the photos in {folder} could be read ({results[0].skipped}); replace them with "
+                         "complete JPEG or PNG files.")
     out_dir = Path(out_dir)
     summary = summarize(results, true_label=true_label, target_label=target_label,
                         victim_name=victim_name or type(victim).__name__,
@@ -277,10 +301,10 @@ def evaluate_photo_folder(folder: str | Path, victim, *, true_label: str, target
     table = io.StringIO()
     writer = csv.writer(table, lineterminator="\n")
     writer.writerow(["file", "x0", "y0", "x1", "y1", "prediction", "confidence", "true_confidence",
-                     "target_confidence", "success"])
+                     "target_confidence", "success", "skipped"])
     for r in results:
         writer.writerow([r.file, *(r.box or ("", "", "", "")), r.prediction, f"{r.confidence:.4f}",
-                         f"{r.true_confidence:.4f}", f"{r.target_confidence:.4f}", int(r.success)])
+                         f"{r.true_confidence:.4f}", f"{r.target_confidence:.4f}", int(r.success), r.skipped])
     save_text(out_dir / "photos.csv", table.getvalue())
     save_json(out_dir / "summary.json", {**summary, "per_photo": [asdict(r) for r in results]})
     save_rgb_png(out_dir / "contact_sheet.png", contact_sheet(crops, results))

@@ -156,3 +156,35 @@ def test_the_command_writes_table_summary_and_sheet_without_clobbering(attacked_
     assert "true_label" in capsys.readouterr().err
     assert photos_main([str(folder), "victim=nonexistent", "true_label=stop"]) == 2
     assert "signnet" in capsys.readouterr().err
+
+
+def test_a_truncated_photo_is_skipped_with_a_warning_and_reported(signnet, stop_scene, tmp_path):
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    sign = as_uint8(F.interpolate(stop_scene.texture[None], size=(96, 96), mode="area"))[0]
+    for i in range(3):
+        save_rgb(folder / f"v{i}.jpg", np.roll(sign, 4 * i, axis=1))
+    data = (folder / "v0.jpg").read_bytes()
+    (folder / "cut.jpg").write_bytes(data[:len(data) // 2])
+    assert cv2.imread(str(folder / "cut.jpg")) is not None        # OpenCV alone would have scored it
+    with pytest.warns(UserWarning, match=r"Skipped cut\.jpg: .*truncated"):
+        summary = evaluate_photo_folder(folder, signnet, true_label="stop", target_label="yield",
+                                        out_dir=tmp_path / "eval")
+    assert summary["photos"] == 3 and summary["attack_success_rate"]["n"] == 3
+    (skipped,) = summary["skipped"]
+    assert skipped["file"] == "cut.jpg" and "truncated" in skipped["reason"]
+    written = json.loads((tmp_path / "eval" / "summary.json").read_text())
+    assert written["skipped"] == summary["skipped"]
+    assert [p["file"] for p in written["per_photo"] if p["skipped"]] == ["cut.jpg"]
+    rows = {r["file"]: r for r in csv.DictReader((tmp_path / "eval" / "photos.csv").open())}
+    assert "truncated" in rows["cut.jpg"]["skipped"] and rows["v1.jpg"]["skipped"] == ""
+    assert cv2.imread(str(tmp_path / "eval" / "contact_sheet.png")) is not None
+
+
+def test_a_folder_of_only_unreadable_photos_is_an_error(signnet, tmp_path):
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    (folder / "a.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    with pytest.warns(UserWarning, match="Skipped a.jpg"), pytest.raises(PhotoError, match="None of the photos"):
+        evaluate_photo_folder(folder, signnet, true_label="stop", target_label=None, out_dir=tmp_path / "eval")
+    assert not (tmp_path / "eval").exists()
