@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from physattack.errors import check_range, check_values
+from physattack.imageio import read_grey
 from physattack.patch.base import Patch, PatchError
 from physattack.printing.priors import load_palette
 from physattack.scene.scene import Scene
@@ -142,10 +143,10 @@ def _bars(h, w, x0, x1, centers, bar_h):
 
 def mask_from_png(path: str | Path, size: tuple[int, int]) -> Tensor:
     """A user's mask image (white = sticker), resized to the texture's size."""
-    img = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
-    if img is None:
+    if not Path(path).is_file():
         raise PatchError(f"The sticker mask {path} is missing or not an image; give a PNG, white where "
                          "the stickers go, in the scene's texture layout.")
+    img = read_grey(path, "sticker mask", error=PatchError)      # truncated or transparent: one sentence
     img = cv2.resize(img, (size[1], size[0]), interpolation=cv2.INTER_NEAREST)
     return torch.from_numpy(img > 127).float()[None]
 

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from physattack.errors import InputError
+from physattack.imageio import read_rgb
 from physattack.printing.colour import ColourModel, polynomial_features, polynomial_terms
 from physattack.printing.pages import PAPERS_MM
 
@@ -299,10 +300,8 @@ def fit_photo(photo: str | Path, layout: ChartLayout, degree: int = 2, white_bal
               paper_white: np.ndarray | None = None, px_per_mm: float = 5.0) -> tuple[ColourModel, ChartReading, dict]:
     """``read_chart`` then ``fit_colour_map`` on a photo file; the model records where it came from."""
     photo = Path(photo)
-    bgr = cv2.imread(str(photo), cv2.IMREAD_COLOR) if photo.is_file() else None
-    if bgr is None:
-        raise CalibrationError(f"The photo {photo} is missing or not an image OpenCV can read (JPEG, PNG, TIFF).")
-    reading = read_chart(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), layout, px_per_mm)
+    rgb = read_rgb(photo, "chart photo", error=CalibrationError)     # truncated or transparent: one sentence
+    reading = read_chart(rgb, layout, px_per_mm)
     intended = np.array([p["rgb"] for p in layout.patches], dtype=float) / 255
     if paper_white is None and layout.palette:
         pal = np.asarray(layout.palette, dtype=float) / 255

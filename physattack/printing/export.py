@@ -37,6 +37,7 @@ import torch
 from torch import Tensor
 
 from physattack.errors import InputError
+from physattack.imageio import read_rgba
 from physattack.printing.pages import PAPERS_MM, PageCanvas, Tile, pdf_pages, tile_layout
 
 MM_PER_INCH = 25.4
@@ -157,12 +158,8 @@ def read_png_dpi(path: str | Path) -> tuple[float, float] | None:
 
 
 def read_png_rgba(path: str | Path) -> np.ndarray:
-    img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-    if img is None:
-        raise ExportError(f"{path} is missing or not an image.")
-    if img.ndim == 2:
-        img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
-    return cv2.cvtColor(img, cv2.COLOR_BGRA2RGBA if img.shape[2] == 4 else cv2.COLOR_BGR2RGB)
+    """H×W×4 uint8 RGBA (alpha 255 where the file has none); a truncated file is an ExportError."""
+    return read_rgba(path, "exported image", error=ExportError)
 
 
 # ----------------------------------------------------------------------------- stickers
