@@ -100,3 +100,24 @@ def test_exif_orientation_is_applied_as_opencv_does(tmp_path):
     got = read_rgb(tmp_path / "rot.jpg")
     assert got.shape == opencv.shape == (40, 20, 3)
     assert np.abs(got.astype(int) - opencv).max() <= 2
+
+
+def test_every_user_image_reader_refuses_a_truncated_file_with_its_parts_error(tmp_path):
+    from physattack.eot import BackgroundBank
+    from physattack.evaluate.photos import PhotoError, read_photo
+    from physattack.patch import PatchError, mask_from_png
+    from physattack.printing.calibrate import CalibrationError, fit_photo
+    from physattack.printing.export import ExportError, read_png_rgba
+
+    _jpeg(tmp_path / "a.jpg")
+    data = (tmp_path / "a.jpg").read_bytes()
+    cut = tmp_path / "cut" / "cut.png"
+    cut.parent.mkdir()
+    cut.write_bytes(data[:len(data) // 2])                      # a JPEG cut short, whatever its name
+    for call, error in ((lambda: mask_from_png(cut, (16, 16)), PatchError),
+                        (lambda: fit_photo(cut, None), CalibrationError),
+                        (lambda: read_png_rgba(cut), ExportError),
+                        (lambda: read_photo(cut), PhotoError),
+                        (lambda: BackgroundBank(count=0, folder=cut.parent), InputError)):
+        with pytest.raises(error, match=r"cut\.png is truncated"):
+            call()
