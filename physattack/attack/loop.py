@@ -90,6 +90,21 @@ class Draw:
     label: Any
 
 
+@dataclass
+class _Loop:
+    """What every step of one run shares: the parts, the run's switches, the objective and its label,
+    the palette on the scene's device, the optimizer, its schedule and the sampler's generator."""
+
+    setup: AttackSetup
+    run: RunConfig
+    objective: Objective
+    label: Any
+    palette: Tensor
+    opt: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LRScheduler
+    generator: torch.Generator
+
+
 class EOTAttack:
     """Expectation-over-transformation patch optimization (Athalye et al. 2018; RP2, Eykholt et al. 2018).
 
@@ -160,82 +175,86 @@ class EOTAttack:
         are final (``patch.colors_final``) and whose draws are the full distribution can be the best.
         """
         torch.manual_seed(run.seed)
-        generator = torch.Generator().manual_seed(run.seed)
-        patch, checkpoint = setup.patch, Path(run_dir) / "checkpoint.pt"
-        label = self.label(setup.victim, setup.scene)
-        objective = self.objective_for(setup.victim)
-        opt, sched = self._optimizer(patch)
-        state = LoopState(best_state=copy.deepcopy(patch.state_dict()))
-        if run.resume:
-            state = self._load(run.resume, patch, opt, sched, generator)
-        elif patch.mask_search is not None and self.mask_search_steps > 0:
-            patch.set_mask(search_sticker_mask(
-                scene=setup.scene, pipeline=setup.pipeline, sampler=setup.sampler, victim=setup.victim,
-                objective=objective, label=label, area=patch.mask_search["area"],
-                cell_px=patch.mask_search["cell_px"], steps=self.mask_search_steps, batch_size=self.batch_size,
-                generator=generator))
-            state.best_state = copy.deepcopy(patch.state_dict())
-        palette = setup.palette.to(setup.scene.texture.device)
+        loop = self._start(setup, run, torch.Generator().manual_seed(run.seed))
+        state = self._load(run.resume, loop) if run.resume else self._place(loop)
+        checkpoint = Path(run_dir) / "checkpoint.pt"
         previous = self._install_signals()
         bar = tqdm(total=self.steps, initial=state.step, desc="attack", unit="step", disable=not run.progress)
         try:
             while state.step < self.steps and not self._stop:
-                record = self._step(setup, objective, label, palette, opt, sched, generator, state, run)
+                record = self._step(loop, state)
                 if tracker is not None:
                     tracker.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=state.step)
                 bar.update(1)
                 bar.set_postfix(loss=f"{record['loss']:.3f}", success=f"{state.ema_success:.2f}")
                 if self.checkpoint_every and state.step % self.checkpoint_every == 0:
-                    self._save(checkpoint, patch, opt, sched, generator, state, tracker)
+                    self._save(checkpoint, loop, state, tracker)
         finally:
             bar.close()
-            self._finish(patch, state)
-            self._save(checkpoint, patch, opt, sched, generator, state, tracker)
+            self._finish(setup.patch, state)
+            self._save(checkpoint, loop, state, tracker)
             self._restore_signals(previous)
         return AttackResult(best_state=state.best_state, best_step=state.best_step, steps_done=state.step,
                             history=state.history, interrupted=self._stop, zero_grad_steps=state.zero_grad,
                             signal=self._signal if self._stop else None)
 
-    def _optimizer(self, patch: Patch):
-        opt = torch.optim.Adam(patch.parameters(), lr=self.lr)
-        sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, self.steps), eta_min=0.05 * self.lr)
+    def _start(self, setup: AttackSetup, run: RunConfig, generator: torch.Generator) -> _Loop:
+        label = self.label(setup.victim, setup.scene)
+        objective = self.objective_for(setup.victim)
+        opt = torch.optim.Adam(setup.patch.parameters(), lr=self.lr)
+        sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=self.steps, eta_min=0.05 * self.lr)
                  if self.lr_schedule == "cosine" else torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0))
-        return opt, sched
+        return _Loop(setup, run, objective, label, setup.palette.to(setup.scene.texture.device), opt, sched, generator)
 
-    def _step(self, setup: AttackSetup, objective: Objective, label, palette: Tensor, opt, sched,
-              generator: torch.Generator, state: LoopState, run: RunConfig) -> dict:
+    def _place(self, loop: _Loop) -> LoopState:
+        """A fresh run's state, after the mask search for a patch that asks for one (RP2's first stage)."""
+        patch = loop.setup.patch
+        if patch.mask_search is not None and self.mask_search_steps > 0:
+            s = loop.setup
+            patch.set_mask(search_sticker_mask(
+                scene=s.scene, pipeline=s.pipeline, sampler=s.sampler, victim=s.victim, objective=loop.objective,
+                label=loop.label, area=patch.mask_search["area"], cell_px=patch.mask_search["cell_px"],
+                steps=self.mask_search_steps, batch_size=self.batch_size, generator=loop.generator))
+        return LoopState(best_state=copy.deepcopy(patch.state_dict()))
+
+    def _step(self, loop: _Loop, state: LoopState) -> dict:
         """One optimizer step on a fresh batch of draws; updates ``state`` and returns the step's record."""
-        patch = setup.patch
+        s, patch = loop.setup, loop.setup.patch
         progress = state.step / self.steps
-        draw = self.draw(setup.sampler, generator, setup.scene, label, progress)
+        draw = self.draw(s.sampler, loop.generator, s.scene, loop.label, progress)
         patch.anneal(progress)
         texture = patch.apply(draw.base)
-        if setup.colour_model is not None:
-            texture = setup.colour_model.print_patch(texture, patch.mask)
-        views = setup.pipeline(setup.scene, texture, draw.params)
-        output = self._victim_output(setup.victim, views.images, run)
+        if s.colour_model is not None:
+            texture = s.colour_model.print_patch(texture, patch.mask)
+        views = s.pipeline(s.scene, texture, draw.params)
+        output = self._victim_output(s.victim, views.images, loop.run)
         self.observe(output, draw.label, progress)
-        adv = objective.loss(output, draw.label, views).mean()
+        adv = loop.objective.loss(output, draw.label, views).mean()
         colors = patch.colors()
-        nps = non_printability_score(colors, palette, patch.mask)
+        nps = non_printability_score(colors, loop.palette, patch.mask)
         tv = total_variation(colors, patch.mask)
         loss = adv + self.nps_weight * nps + self.tv_weight * tv
-        loss_v = float(loss.detach())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = sum(float(p.grad.abs().sum()) for p in patch.parameters() if p.grad is not None)
-        opt.step()
-        sched.step()
+        grad_norm = self._descend(loop, loss)
         with torch.no_grad():
-            success = float(objective.success(output, draw.label, views).float().mean())
+            success = float(loop.objective.success(output, draw.label, views).float().mean())
         state.step += 1
         state.zero_grad += int(grad_norm == 0.0)
-        self._track_best(patch, state, success, loss_v, progress)
-        record = {"step": state.step, "loss": loss_v, "adv_loss": float(adv.detach()), "nps": float(nps.detach()),
-                  "tv": float(tv.detach()), "batch_success": success, "running_success": state.ema_success,
-                  "lr": sched.get_last_lr()[0], "grad_norm": grad_norm}
+        self._track_best(patch, state, success, float(loss.detach()), progress)
+        record = {"step": state.step, "loss": float(loss.detach()), "adv_loss": float(adv.detach()),
+                  "nps": float(nps.detach()), "tv": float(tv.detach()), "batch_success": success,
+                  "running_success": state.ema_success, "lr": loop.sched.get_last_lr()[0], "grad_norm": grad_norm}
         state.history.append(record)
         return record
+
+    @staticmethod
+    def _descend(loop: _Loop, loss: Tensor) -> float:
+        """Backward, one optimizer and scheduler step; returns the gradient's L1 norm (0: no gradient)."""
+        loop.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = sum(float(p.grad.abs().sum()) for p in loop.setup.patch.parameters() if p.grad is not None)
+        loop.opt.step()
+        loop.sched.step()
+        return grad_norm
 
     @staticmethod
     def _victim_output(victim, images: Tensor, run: RunConfig):
@@ -277,14 +296,14 @@ class EOTAttack:
         """Learn from a step's victim output besides the gradient (reprogramming's label matching); nothing here."""
 
     # -- checkpoints: plain data only (tensors, numbers, lists, dicts), so they load with weights_only=True
-    def _save(self, path: Path, patch: Patch, opt, sched, generator: torch.Generator, state: LoopState,
-              tracker) -> None:
-        save_torch(path, {"patch": patch.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                          "generator": generator.get_state(), "torch_rng": torch.get_rng_state(),
-                          "state": state.as_dict(), "attack": self.checkpoint_state(),
-                          "wandb_run_id": getattr(tracker, "run_id", None)})
+    def _save(self, path: Path, loop: _Loop, state: LoopState, tracker) -> None:
+        save_torch(path, {"patch": loop.setup.patch.state_dict(), "optimizer": loop.opt.state_dict(),
+                          "scheduler": loop.sched.state_dict(), "generator": loop.generator.get_state(),
+                          "torch_rng": torch.get_rng_state(), "state": state.as_dict(),
+                          "attack": self.checkpoint_state(), "wandb_run_id": getattr(tracker, "run_id", None)})
 
-    def _load(self, path: str | Path, patch: Patch, opt, sched, generator: torch.Generator) -> LoopState:
+    def _load(self, path: str | Path, loop: _Loop) -> LoopState:
+        """Restore a checkpoint (a run directory or its checkpoint.pt) into ``loop``; returns its state."""
         path = Path(path)
         if path.is_dir():
             path = path / "checkpoint.pt"
@@ -296,14 +315,15 @@ class EOTAttack:
         if missing:
             raise AttackError(f"{path} is not a physattack checkpoint (it lacks {', '.join(sorted(missing))}); "
                               "give resume= the run directory an attack wrote.")
+        patch = loop.setup.patch
         try:
             patch.load_state_dict(ckpt["patch"])
         except RuntimeError as e:
             raise AttackError(f"The checkpoint {path} holds a different patch (shape or type) than this run's "
                               f"configuration; resume with the patch it was made with. ({str(e).splitlines()[0]})") from None
-        opt.load_state_dict(ckpt["optimizer"])
-        sched.load_state_dict(ckpt["scheduler"])
-        generator.set_state(ckpt["generator"])
+        loop.opt.load_state_dict(ckpt["optimizer"])
+        loop.sched.load_state_dict(ckpt["scheduler"])
+        loop.generator.set_state(ckpt["generator"])
         torch.set_rng_state(ckpt["torch_rng"])
         self.load_checkpoint_state(ckpt.get("attack", {}))
         return LoopState.from_dict(ckpt["state"])
