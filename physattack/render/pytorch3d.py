@@ -14,7 +14,7 @@ import logging
 import torch
 from torch import Tensor
 
-from physattack.errors import InputError
+from physattack.errors import InputError, check_range
 from physattack.render.camera import Cameras
 from physattack.render.raster import Fragments, MeshRasterizer
 
@@ -43,9 +43,11 @@ class PyTorch3DRasterizer:
         if not pytorch3d_available():
             raise InputError("renderer=pytorch3d needs PyTorch3D, which is not installed here; build it from "
                              "source (README, 'PyTorch3D backend') or use renderer=builtin.")
-        self.near_m = near_m
+        self.near_m = check_range("renderer.rasterizer.near_m", near_m, 0.0, lo_open=True,
+                                  why="the near clipping distance in metres")
         self.cull_backfaces = cull_backfaces
-        self.bin_size = bin_size
+        self.bin_size = None if bin_size is None else check_range("renderer.rasterizer.bin_size", bin_size, 0,
+                                                                  integer=True, why="0 rasterizes naively")
 
     @torch.no_grad()
     def __call__(self, verts: Tensor, faces: Tensor, cameras: Cameras, face_normals: Tensor | None = None) -> Fragments:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from physattack.errors import check_range
 from physattack.render.backends import check_backend, numba_kernels, use_compiled
 from physattack.render.camera import Cameras
 
@@ -54,9 +55,10 @@ class MeshRasterizer:
 
     def __init__(self, near_m: float = 0.05, cull_backfaces: bool = True, max_chunk_elems: int = 1 << 23,
                  backend: str = "auto"):
-        self.near_m = near_m
+        self.near_m = check_range("renderer.rasterizer.near_m", near_m, 0.0, lo_open=True,
+                                  why="the near clipping distance in metres")
         self.cull_backfaces = cull_backfaces
-        self.max_chunk_elems = max_chunk_elems
+        self.max_chunk_elems = check_range("renderer.rasterizer.max_chunk_elems", max_chunk_elems, 1, integer=True)
         self.backend = check_backend(backend, "rasterizer")
 
     @torch.no_grad()

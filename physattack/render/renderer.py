@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from physattack.errors import check_range
 from physattack.render.backends import numba_kernels, use_compiled
 from physattack.render.camera import Cameras
 from physattack.render.raster import Fragments, MeshRasterizer
@@ -78,7 +79,8 @@ class Renderer:
     def __init__(self, rasterizer=None, shader=None, supersample: int = 1):
         self.rasterizer = rasterizer or MeshRasterizer()
         self.shader = shader or PhongShader()
-        self.supersample = int(supersample)
+        self.supersample = check_range("renderer.supersample", supersample, 1, integer=True,
+                                       why="render this many times larger per axis, then box-filter down")
 
     def render(self, scene: Scene, texture: Tensor, cameras: Cameras, lights: Lights,
                backgrounds: Tensor | None = None) -> RenderedViews:

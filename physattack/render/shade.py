@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from physattack.errors import check_range
 from physattack.render.backends import check_backend, numba_kernels, use_compiled
 from physattack.render.camera import Cameras
 from physattack.render.raster import Fragments
@@ -59,7 +60,8 @@ class PhongShader:
     """
 
     def __init__(self, mip_levels: int = 6, backend: str = "auto"):
-        self.mip_levels = mip_levels
+        self.mip_levels = check_range("renderer.shader.mip_levels", mip_levels, 1, integer=True,
+                                      why="levels of the texture's mip pyramid")
         self.backend = check_backend(backend, "shader")
 
     def __call__(self, fragments: Fragments, mesh: Mesh, texture: Tensor, cameras: Cameras,
