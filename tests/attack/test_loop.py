@@ -28,15 +28,15 @@ def parts(stop_scene):
 
 
 class SigtermAfter:
-    """A sampler that sends this process SIGTERM during its n-th draw, as Slurm or a user would."""
+    """A sampler that sends this process SIGTERM (or ``sig``) during its n-th draw, as Slurm or a user would."""
 
-    def __init__(self, sampler, n):
-        self.sampler, self.n, self.calls = sampler, n, 0
+    def __init__(self, sampler, n, sig=signal.SIGTERM):
+        self.sampler, self.n, self.calls, self.sig = sampler, n, 0, sig
 
     def sample(self, n, generator):
         self.calls += 1
         if self.calls == self.n:
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), self.sig)
         return self.sampler.sample(n, generator)
 
 
@@ -76,6 +76,13 @@ def test_sigterm_stops_cleanly_and_resume_gives_the_bit_identical_patch(parts, s
     assert result.steps_done == 5 and not result.interrupted and result.signal is None
     assert torch.equal(full.mask, resumed.mask)
     assert torch.equal(full.logits, resumed.logits)
+
+
+def test_ctrl_c_stops_after_the_step_and_says_which_signal(parts, signnet, tmp_path):
+    _, stopped = run(parts, signnet, tmp_path, steps=4, search=0,
+                     sampler=SigtermAfter(parts["sampler"], 2, signal.SIGINT))
+    assert stopped.interrupted and stopped.signal == signal.SIGINT == 2 and stopped.steps_done == 2
+    assert (tmp_path / "checkpoint.pt").is_file()
 
 
 def test_bad_attack_settings_say_what_to_do():
