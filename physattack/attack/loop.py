@@ -315,18 +315,22 @@ class EOTAttack:
         if missing:
             raise AttackError(f"{path} is not a physattack checkpoint (it lacks {', '.join(sorted(missing))}); "
                               "give resume= the run directory an attack wrote.")
-        patch = loop.setup.patch
         try:
-            patch.load_state_dict(ckpt["patch"])
-        except RuntimeError as e:
+            state = LoopState.from_dict(ckpt["state"])
+        except (TypeError, KeyError):
+            raise AttackError(f"{path} holds a loop state this version cannot read; start a new run instead "
+                              "of resuming it.") from None
+        try:
+            loop.setup.patch.load_state_dict(ckpt["patch"])
+            loop.opt.load_state_dict(ckpt["optimizer"])
+            loop.sched.load_state_dict(ckpt["scheduler"])
+        except (RuntimeError, ValueError, KeyError, TypeError) as e:
             raise AttackError(f"The checkpoint {path} holds a different patch (shape or type) than this run's "
                               f"configuration; resume with the patch it was made with. ({str(e).splitlines()[0]})") from None
-        loop.opt.load_state_dict(ckpt["optimizer"])
-        loop.sched.load_state_dict(ckpt["scheduler"])
         loop.generator.set_state(ckpt["generator"])
         torch.set_rng_state(ckpt["torch_rng"])
         self.load_checkpoint_state(ckpt.get("attack", {}))
-        return LoopState.from_dict(ckpt["state"])
+        return state
 
     def checkpoint_state(self) -> dict:
         """What an attack learns besides the patch (reprogramming's label map), kept in checkpoints as

@@ -92,3 +92,10 @@ def test_every_checkpoint_loads_as_plain_data(setup, stop_scene, tmp_path):
     rp.run(rs, RunConfig(progress=False), tmp_path / "reprogram")
     ckpt = torch.load(tmp_path / "reprogram" / "checkpoint.pt", weights_only=True)
     assert torch.equal(ckpt["attack"]["label_map"], rp.label_map) and "scores" in ckpt["attack"]
+
+
+def test_a_checkpoint_of_another_patch_is_one_sentence(setup, stop_scene, tmp_path):
+    palette = dataclasses.replace(setup, patch=sticker_for_scene(stop_scene, shape="bars", area=0.1, colours="palette"))
+    attack(1).run(palette, RunConfig(progress=False), tmp_path / "palette")
+    with pytest.raises(InputError, match="different patch"):
+        attack().run(setup, RunConfig(resume=str(tmp_path / "palette"), progress=False), tmp_path / "again")
