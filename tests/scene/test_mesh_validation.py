@@ -3,7 +3,6 @@ line (physattack/scene/mesh.py, physattack/scene/scene.py)."""
 
 from __future__ import annotations
 
-import shutil
 import warnings
 
 import cv2
@@ -13,7 +12,6 @@ import yaml
 from PIL import Image
 
 from physattack.scene import MeshError, SceneError, load_obj, load_scene
-from physattack.scene.scene import bundled_scenes_dir
 
 HEAD = "v 0 0 0\nv 1 0 0\nv 0 1 0\nvt 0 0\nvt 1 0\nvt 0 1\n"       # lines 1-6
 
@@ -63,13 +61,6 @@ def test_negative_indices_count_back_from_what_is_defined_so_far(tmp_path):
     mesh = load_obj(_write(tmp_path, obj))
     assert mesh.faces.tolist() == [[0, 1, 2], [0, 1, 3]]
     assert mesh.face_uvs.tolist() == [[0, 1, 2], [0, 1, 2]]
-
-
-@pytest.fixture()
-def stop_copy(tmp_path):
-    folder = tmp_path / "my_stop"
-    shutil.copytree(bundled_scenes_dir() / "stop_sign", folder)
-    return folder
 
 
 def test_a_nan_vertex_in_a_scene_is_a_scene_error_naming_the_line(stop_copy):

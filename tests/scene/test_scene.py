@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import shutil
 
 import cv2
 import numpy as np
@@ -23,14 +22,6 @@ OCTAGON_SHARE = 2 * (math.sqrt(2) - 1)   # regular octagon area / its bounding s
 @pytest.fixture(scope="module")
 def stop():
     return load_scene("stop_sign")
-
-
-@pytest.fixture()
-def stop_copy(tmp_path):
-    """A writable copy of the bundled stop-sign folder."""
-    folder = tmp_path / "my_stop"
-    shutil.copytree(bundled_scenes_dir() / "stop_sign", folder)
-    return folder
 
 
 def test_stop_sign_scene_facts(stop):
