@@ -87,26 +87,28 @@ def _read_rgba8(path: Path, what: str, error: type[InputError]) -> np.ndarray:
 
 def _to_uint8(im: Image.Image) -> np.ndarray:
     if im.mode in _HIGH_DEPTH:                                 # 16-bit or 32-bit grey, float grey
-        a = np.asarray(im)
-        if a.dtype.kind == "f":
-            a = a * 255.0 if float(np.nanmax(a, initial=0)) <= 1.0 else a
-        elif a.dtype.itemsize > 1:
-            a = a / 257.0                                      # 0..65535 -> 0..255
-        grey = np.clip(np.round(np.nan_to_num(a)), 0, 255).astype(np.uint8)
-        return np.repeat(grey[..., None], 3, axis=2)
+        return np.repeat(_eight_bit(np.asarray(im))[..., None], 3, axis=2)
     has_alpha = im.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info
     return np.array(im.convert("RGBA" if has_alpha else "RGB"))          # a writable copy
+
+
+def _eight_bit(a: np.ndarray) -> np.ndarray:
+    """uint8 from any depth: 16-bit and wider integers scale 0..65535 to 0..255; floats in [0, 1]
+    (or already in 0..255) are rounded and clipped."""
+    if a.dtype == np.uint8:
+        return a
+    if a.dtype.kind == "f":
+        a = a * 255.0 if float(np.nanmax(a, initial=0)) <= 1.0 else a
+    else:
+        a = a / 257.0
+    return np.clip(np.round(np.nan_to_num(a)), 0, 255).astype(np.uint8)
 
 
 def _read_with_opencv(path: Path, what: str, error: type[InputError]) -> np.ndarray:
     img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED | cv2.IMREAD_ANYDEPTH)
     if img is None:
         raise error(f"The {what} {path} is not an image that can be decoded; save it as PNG or JPEG.")
-    if img.dtype == np.uint16:
-        img = img / 257.0
-    elif img.dtype.kind == "f":
-        img = img * 255.0 if float(np.nanmax(img, initial=0)) <= 1.0 else img
-    img = np.clip(np.round(np.nan_to_num(img)), 0, 255).astype(np.uint8)
+    img = _eight_bit(img)
     if img.ndim == 2:
         return cv2.cvtColor(img, cv2.COLOR_GRAY2RGB)
     return cv2.cvtColor(img, cv2.COLOR_BGRA2RGBA if img.shape[2] == 4 else cv2.COLOR_BGR2RGB)
