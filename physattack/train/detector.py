@@ -1,4 +1,4 @@
-"""Train the bundled DetNet on physattack's own frames: ``python -m physattack.victims.train_detector``.
+"""Train the bundled DetNet on physattack's own frames: ``python -m physattack.train detnet``.
 
 Every bundled sign scene is placed into context frames (``physattack.eot.frames``): up to three signs
 of any class, or none, at varied distance, angle, light and camera effects over procedural
@@ -14,26 +14,68 @@ scored, and both go into ``detnet.json``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import time
-from dataclasses import asdict, replace
-from pathlib import Path
+from dataclasses import asdict, dataclass, fields, replace
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
 from tqdm import tqdm
 
 from physattack.eot import LIGHTING_PRESETS, BackgroundBank, EvalGrid, ViewPipeline, ViewSampler
 from physattack.eot.frames import FrameGrid, FrameLayout, FrameSampler, render_frames
+from physattack.errors import InputError
 from physattack.evaluate.detection import class_ap
 from physattack.render import Renderer
 from physattack.scene import load_scene
 from physattack.scene.signs import SIGNS
 from physattack.victims.detection import best_scores_on_boxes
-from physattack.victims.detnet import STRIDE, DetNet, default_detnet_weights
+from physattack.victims.detnet import STRIDE, DetNet
+
+HELDOUT_BACKGROUND_SEED = 7777
+
+
+@dataclass
+class DetNetTraining:
+    """DetNet's training budget and shape.
+
+    Args:
+        frames: training frames (up to three signs each, or none).
+        test_frames: held-out frames.
+        epochs: passes over the training frames.
+        batch_size: frames per optimizer step.
+        lr: peak learning rate of the one-cycle schedule (AdamW).
+        width: channels of DetNet's first stage.
+        neck: channels of its neck and head.
+        image_size: side of the rendered frames and of the network's input (a multiple of 16).
+        score_threshold: the operating threshold recorded with the weights.
+        seed: seed of the renders, the initialization and the batch order.
+    """
+
+    frames: int = 6000
+    test_frames: int = 900
+    epochs: int = 12
+    batch_size: int = 32
+    lr: float = 4e-3
+    width: int = 12
+    neck: int = 32
+    image_size: int = 160
+    score_threshold: float = 0.3
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("frames", "test_frames", "epochs", "batch_size", "width", "neck"):
+            if getattr(self, name) < 1:
+                raise InputError(f"{name} must be at least 1, got {getattr(self, name)}.")
+        if self.image_size < 16 or self.image_size % 16:
+            raise InputError(f"image_size must be a multiple of 16 of at least 16 pixels, got {self.image_size}.")
+        if not self.lr > 0:
+            raise InputError(f"lr must be positive, got {self.lr}.")
+        if not 0 < self.score_threshold < 1:
+            raise InputError(f"score_threshold must be in (0, 1), got {self.score_threshold}.")
+        if self.batch_size > self.frames:
+            raise InputError(f"batch_size={self.batch_size} is more than the {self.frames} training frames; lower "
+                             "batch_size or raise frames.")
 
 
 @torch.no_grad()
@@ -48,7 +90,7 @@ def render_set(scenes, sampler: FrameSampler, bank: BackgroundBank, count: int, 
         n = min(chunk, count - start)
         layout = sampler.sample_layout(n, widths, generator)
         if presets:
-            layout = _with_presets(layout, generator)
+            layout = with_presets(layout, generator)
         frames = render_frames(renderer, bank, scenes, layout, (image_size, image_size))
         images.append((frames.images * 255).round().to(torch.uint8))
         boxes += frames.boxes
@@ -58,7 +100,7 @@ def render_set(scenes, sampler: FrameSampler, bank: BackgroundBank, count: int, 
     return torch.cat(images), boxes, labels
 
 
-def _with_presets(layout: FrameLayout, generator: torch.Generator) -> FrameLayout:
+def with_presets(layout: FrameLayout, generator: torch.Generator) -> FrameLayout:
     """The same frames under the evaluation grid's named lighting presets (one per frame)."""
     names = list(LIGHTING_PRESETS)
     k = layout.scene_index.shape[1]
@@ -129,51 +171,43 @@ def grid_detection_rate(model: DetNet, scene, image_size: int) -> float:
     return float((best_scores_on_boxes(dets, views.boxes, label) >= model.score_threshold).float().mean())
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description="Train the bundled DetNet traffic-sign detector on rendered frames.")
-    p.add_argument("--out", type=Path, default=default_detnet_weights(), help="weights file (.safetensors)")
-    p.add_argument("--frames", type=int, default=6000, help="training frames")
-    p.add_argument("--test-frames", type=int, default=900, help="held-out frames")
-    p.add_argument("--epochs", type=int, default=12)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=4e-3)
-    p.add_argument("--width", type=int, default=12)
-    p.add_argument("--neck", type=int, default=32)
-    p.add_argument("--image-size", type=int, default=160)
-    p.add_argument("--score-threshold", type=float, default=0.3)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
+def train_detnet(options: DetNetTraining | None = None) -> tuple[DetNet, dict]:
+    """Render the training and held-out frames, train DetNet as CenterNet, and measure it.
+
+    Returns the trained network (eval mode) and its metadata: labels, shape, threshold, held-out
+    AP@0.5 per class and its mean, the stop sign's detection rate on the attack's frame grid, and the
+    training configuration, as ``detnet.json`` holds.
+    """
+    cfg = options or DetNetTraining()
+    torch.manual_seed(cfg.seed)
     t0 = time.time()
     names = list(SIGNS)
     scenes = [load_scene(n) for n in names]
     labels = [s.class_name for s in scenes]
     sampler = FrameSampler(ViewSampler())
     train_x, train_b, train_l = render_set(scenes, sampler, BackgroundBank(sampler.background_count, seed=0),
-                                           args.frames, torch.Generator().manual_seed(args.seed), args.image_size,
+                                           cfg.frames, torch.Generator().manual_seed(cfg.seed), cfg.image_size,
                                            desc="train frames")
-    test_bank = BackgroundBank(24, seed=7777)
+    test_bank = BackgroundBank(24, seed=HELDOUT_BACKGROUND_SEED)
     test_sampler = replace(sampler, view=replace(sampler.view, background_count=len(test_bank)))
-    test_x, test_b, test_l = render_set(scenes, test_sampler, test_bank, args.test_frames,
-                                        torch.Generator().manual_seed(args.seed + 10_000), args.image_size,
+    test_x, test_b, test_l = render_set(scenes, test_sampler, test_bank, cfg.test_frames,
+                                        torch.Generator().manual_seed(cfg.seed + 10_000), cfg.image_size,
                                         presets=True, desc="held-out frames")
     render_minutes = (time.time() - t0) / 60
 
-    model = DetNet(labels, width=args.width, neck=args.neck, input_size=args.image_size,
-                   score_threshold=args.score_threshold)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
-    per_epoch = len(train_x) // args.batch_size
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=args.epochs * per_epoch,
+    model = DetNet(labels, width=cfg.width, neck=cfg.neck, input_size=cfg.image_size,
+                   score_threshold=cfg.score_threshold)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=1e-4)
+    per_epoch = len(train_x) // cfg.batch_size
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.epochs * per_epoch,
                                                 pct_start=0.15)
-    g = torch.Generator().manual_seed(args.seed)
-    bar = tqdm(total=args.epochs * per_epoch, desc="train", unit="step")
-    for epoch in range(args.epochs):
+    g = torch.Generator().manual_seed(cfg.seed)
+    bar = tqdm(total=cfg.epochs * per_epoch, desc="train", unit="step")
+    for epoch in range(cfg.epochs):
         model.train()
         order = torch.randperm(len(train_x), generator=g)
         for i in range(per_epoch):
-            idx = order[i * args.batch_size:(i + 1) * args.batch_size]
+            idx = order[i * cfg.batch_size:(i + 1) * cfg.batch_size]
             x = train_x[idx].float() / 255
             gain = 1 + 0.12 * (2 * torch.rand(len(idx), 3, 1, 1, generator=g) - 1)   # colour cast the renders lack
             x = (x * gain).clamp(0, 1)
@@ -190,33 +224,19 @@ def main(argv: list[str] | None = None) -> None:
     dets = detect_all(model, test_x)
     ap = {lab: class_ap(dets, test_b, test_l, k) for k, lab in enumerate(labels)}
     finite = [v for v in ap.values() if not math.isnan(v)]
-    grid_rate = grid_detection_rate(model, scenes[names.index("stop_sign")], args.image_size)
-    n_signs = sum(len(b) for b in test_b)
-    print(f"held-out AP@0.5 over {len(test_x)} frames ({n_signs} signs): "
-          + ", ".join(f"{lab} {a:.3f}" for lab, a in ap.items()) + f"; mAP {sum(finite) / len(finite):.3f}")
-    print(f"stop-sign detection rate on the attack's held-out frame grid: {grid_rate:.3f}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    if args.out.exists():
-        backup = args.out.with_suffix(".safetensors.bak")
-        args.out.replace(backup)
-        print(f"kept the previous weights as {backup}")
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(args.out))
+    grid_rate = grid_detection_rate(model, scenes[names.index("stop_sign")], cfg.image_size)
     meta = {
-        "labels": labels, "scenes": names, "width": args.width, "neck": args.neck, "input_size": args.image_size,
-        "score_threshold": args.score_threshold, "stride": STRIDE,
-        "heldout_ap50": ap, "heldout_map50": sum(finite) / len(finite), "heldout_frames": len(test_x),
-        "heldout_signs": n_signs,
-        "heldout": "frames over background bank seed 7777 (24 images), lighting presets " + ", ".join(LIGHTING_PRESETS),
+        "labels": labels, "scenes": names, "width": cfg.width, "neck": cfg.neck, "input_size": cfg.image_size,
+        "score_threshold": cfg.score_threshold, "stride": STRIDE,
+        "heldout_ap50": ap, "heldout_map50": sum(finite) / len(finite) if finite else float("nan"),
+        "heldout_frames": len(test_x), "heldout_signs": sum(len(b) for b in test_b),
+        "heldout": f"frames over background bank seed {HELDOUT_BACKGROUND_SEED} (24 images), lighting presets "
+                   + ", ".join(LIGHTING_PRESETS),
         "grid_detection_rate_stop": grid_rate,
         "grid": "FrameGrid(EvalGrid()) over background bank seed 1000: the frames python -m physattack evaluates on",
-        "train": {**{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "train": {**{f.name: getattr(cfg, f.name) for f in fields(DetNetTraining)},
                   "sampler": asdict(sampler), "background_seed": 0, "render_minutes": round(render_minutes, 1),
                   "minutes": round((time.time() - t0) / 60, 1)},
         "torch": torch.__version__,
     }
-    args.out.with_suffix(".json").write_text(json.dumps(meta, indent=2))
-    print(f"wrote {args.out} and {args.out.with_suffix('.json')} ({meta['train']['minutes']} min)")
-
-
-if __name__ == "__main__":
-    main()
+    return model, meta

@@ -1,0 +1,164 @@
+"""``python -m physattack.train signnet|detnet [key=value ...]``: train a bundled victim on the
+project's own renders and write its weights (.safetensors) and metadata (.json, with the command).
+
+Wiring only: the options are the training dataclass's fields (``physattack.train.classifier.
+SignNetTraining``, ``physattack.train.detector.DetNetTraining``) plus where to write; the work is
+``train_signnet`` / ``train_detnet``. An existing weights file is refused unless ``overwrite=true``
+(checked before anything is rendered).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import shlex
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Callable
+
+import torch
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from physattack.cli.door import entry
+from physattack.errors import InputError
+from physattack.train.classifier import SignNetTraining, train_signnet
+from physattack.train.detector import DetNetTraining, train_detnet
+from physattack.train.weights import check_target, save_weights
+from physattack.victims.detnet import default_detnet_weights
+from physattack.victims.signnet import default_weights
+
+PROG = "python -m physattack.train"
+
+
+@dataclass
+class SignNetCommand(SignNetTraining):
+    """Args:
+        out: weights file (.safetensors; its .json goes beside it); default the bundled assets/signnet.safetensors.
+        overwrite: replace an existing weights file.
+    """
+
+    out: str | None = None
+    overwrite: bool = False
+
+
+@dataclass
+class DetNetCommand(DetNetTraining):
+    """Args:
+        out: weights file (.safetensors; its .json goes beside it); default the bundled assets/detnet.safetensors.
+        overwrite: replace an existing weights file.
+        threads: torch CPU threads.
+    """
+
+    out: str | None = None
+    overwrite: bool = False
+    threads: int = 2
+
+
+@dataclass(frozen=True)
+class Model:
+    what: str
+    options: type
+    default_out: Callable[[], Path]
+    example: str
+
+
+MODELS = {
+    "signnet": Model("the bundled SignNet traffic-sign classifier, on rendered sign crops (about 10-25 min on "
+                     "2 CPU cores)", SignNetCommand, default_weights, "signnet per_class=1200 epochs=10"),
+    "detnet": Model("the bundled DetNet traffic-sign detector, on rendered context frames (about 30 min on "
+                    "2 CPU cores)", DetNetCommand, default_detnet_weights, "detnet"),
+}
+
+
+def usage() -> str:
+    lines = [f"{PROG} — train a bundled victim on physattack's own renders, writing <out>.safetensors and "
+             "<out>.json (held-out figures and the command that made them).", "",
+             f"usage: {PROG} <model> [key=value ...]      (a model's options: {PROG} <model> --help)", "",
+             "models:"]
+    lines += [f"  {name:<8} {m.what}" for name, m in MODELS.items()]
+    lines += ["", "canonical use:"] + [f"  {PROG} {m.example}" for m in MODELS.values()]
+    return "\n".join(lines)
+
+
+def model_help(name: str) -> str:
+    m = MODELS[name]
+    lines = [f"{PROG} {name} — train {m.what}.", "",
+             f"usage: {PROG} {name} [key=value ...]", f"canonical use: {PROG} {m.example}", "", "options:"]
+    docs = _arg_docs(m.options)
+    for f in fields(m.options):
+        default = f.default if f.name != "out" else m.default_out()
+        lines.append(f"  {f.name}={default}".ljust(34) + docs.get(f.name, ""))
+    return "\n".join(lines)
+
+
+def _arg_docs(cls: type) -> dict[str, str]:
+    """``name: text`` lines of the Args sections of ``cls`` and its bases' docstrings."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        doc = inspect.cleandoc(klass.__dict__.get("__doc__") or "")
+        if "Args:" not in doc:
+            continue
+        for line in doc.split("Args:", 1)[1].splitlines():
+            name, sep, text = line.strip().partition(": ")
+            if sep and name.isidentifier():
+                docs[name] = text
+            elif docs and line.startswith("        ") and not sep:
+                last = next(reversed(docs))
+                docs[last] += " " + line.strip()
+    return docs
+
+
+def parse(name: str, argv: list[str]):
+    """The model's command options from ``key=value`` pairs; a mistyped key gets a "did you mean"."""
+    options = MODELS[name].options
+    bad = [a for a in argv if "=" not in a]
+    if bad:
+        raise InputError(f"Options are key=value pairs (e.g. {PROG} {MODELS[name].example}); got {bad[0]!r}.")
+    known = [f.name for f in fields(options)]
+    for key in (a.split("=", 1)[0] for a in argv):
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=2)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise InputError(f"{name} has no option '{key}'; {hint}its options are {', '.join(known)}.")
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(options), OmegaConf.from_dotlist(argv)))
+    except OmegaConfBaseException as e:
+        raise InputError(f"{str(e).splitlines()[0]} (see {PROG} {name} --help).") from None
+
+
+@entry
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        print(usage(), file=sys.stderr)
+        return 2
+    if argv[0] in {"-h", "--help"}:
+        print(usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in MODELS:
+        close = difflib.get_close_matches(name, list(MODELS), n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise InputError(f"Unknown model '{name}'; {hint}train one of {', '.join(MODELS)} ({PROG} --help).")
+    if any(a in {"-h", "--help"} for a in rest):
+        print(model_help(name))
+        return 0
+    cmd = parse(name, rest)
+    out = check_target(Path(cmd.out) if cmd.out else MODELS[name].default_out(), cmd.overwrite)
+    if name == "detnet":
+        torch.set_num_threads(cmd.threads)
+        model, meta = train_detnet(cmd)
+        print(f"held-out AP@0.5 over {meta['heldout_frames']} frames ({meta['heldout_signs']} signs): "
+              + ", ".join(f"{lab} {a:.3f}" for lab, a in meta["heldout_ap50"].items())
+              + f"; mAP {meta['heldout_map50']:.3f}")
+        print(f"stop-sign detection rate on the attack's held-out frame grid: {meta['grid_detection_rate_stop']:.3f}")
+    else:
+        model, meta = train_signnet(cmd)
+        print(f"held-out top-1: {meta['heldout_top1']:.4f} over {meta['heldout_views']} renders; per class: "
+              + ", ".join(f"{lab} {a:.3f}" for lab, a in meta["heldout_per_class"].items()))
+    meta = {"command": " ".join([PROG, *map(shlex.quote, argv)]), **meta}
+    weights, meta_path = save_weights(out, model, meta)
+    print(f"wrote {weights} and {meta_path} ({meta['train']['minutes']} min)")
+    return 0

@@ -1,0 +1,5 @@
+import sys
+
+from physattack.cli.train import main
+
+sys.exit(main())
