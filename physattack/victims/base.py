@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
+from physattack.atomic import load_torch
 from physattack.errors import InputError
 
 
@@ -72,6 +73,25 @@ def remap_logits(logits: Tensor, label_map: Tensor) -> Tensor:
     return logits[:, label_map]
 
 
+def read_state_dict(path: Path, what: str) -> dict[str, Tensor]:
+    """A state dict from ``path``: safetensors (``.safetensors``) or a data-only torch file; a missing,
+    truncated or foreign file is one sentence naming it, never a traceback."""
+    path = Path(path)
+    if not path.is_file():
+        raise VictimError(f"There is no {what} at {path}; point victim.weights at the file.")
+    if path.suffix != ".safetensors":
+        try:
+            return load_torch(path, what)
+        except InputError as e:
+            raise VictimError(str(e)) from None
+    try:
+        return load_file(str(path))
+    except Exception as e:                  # SafetensorError for bad headers, OSError for short reads
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise VictimError(f"{path} could not be read as {what} ({reason}); it is truncated or not a safetensors "
+                          "file: point victim.weights at a file physattack or safetensors wrote.") from None
+
+
 def read_bundled_weights(path: Path, model_name: str, train_command: str) -> tuple[dict, dict]:
     """The state dict in ``path`` (.safetensors) and the metadata in the .json beside it; a missing
     file says how to train one or where to point ``victim.weights``."""
@@ -79,4 +99,26 @@ def read_bundled_weights(path: Path, model_name: str, train_command: str) -> tup
     if not path.is_file() or not meta_path.is_file():
         raise VictimError(f"{model_name} weights not found at {path} (with {meta_path.name} beside it); train them "
                           f"with '{train_command}' or point victim.weights at a trained file.")
-    return load_file(str(path)), json.loads(meta_path.read_text())
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise VictimError(f"{meta_path} is not valid JSON ({e}); it should be the metadata '{train_command}' "
+                          f"wrote beside {path.name}.") from None
+    if not isinstance(meta, dict) or "labels" not in meta:
+        raise VictimError(f"{meta_path} has no 'labels'; it should be the metadata '{train_command}' wrote beside "
+                          f"{path.name}.")
+    return read_state_dict(path, f"{model_name} weights"), meta
+
+
+def build_from_weights(path: Path, build, state: dict) -> nn.Module:
+    """``build()`` then load ``state`` into it; metadata or weights that do not fit the network (another
+    architecture, width or label count) are one sentence naming the file."""
+    try:
+        model = build()
+        model.load_state_dict(state)
+    except (KeyError, TypeError, RuntimeError) as e:
+        reason = str(e).strip().splitlines()[0][:200]
+        raise VictimError(f"{path} does not fit the network it was loaded into ({reason}); give victim.weights "
+                          "weights of this architecture (for a bundled victim, with the .json its training wrote "
+                          "beside them).") from None
+    return model

@@ -1,4 +1,4 @@
-"""DetNet: the bundled traffic-sign detector, trained by ``python -m physattack.victims.train_detector``.
+"""DetNet: the bundled traffic-sign detector, trained by ``python -m physattack.train detnet``.
 
 A small centre-point detector (CenterNet, Zhou et al. 2019, "Objects as Points"): a four-stage CNN
 with a two-level top-down neck predicts, on a stride-4 grid, one heatmap per class (a peak at each
@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from physattack.victims.base import normalize, read_bundled_weights
+from physattack.victims.base import build_from_weights, normalize, read_bundled_weights
 from physattack.victims.detection import Detector, DetectorOutput, nms_detections, resize_square, scale_boxes
 
 MEAN = (0.5, 0.5, 0.5)
@@ -98,10 +98,10 @@ def default_detnet_weights() -> Path:
 
 def load_detnet(weights: str | Path | None = None, score_threshold: float | None = None) -> DetNet:
     """Load DetNet from ``weights`` (a .safetensors file with a .json beside it), default the bundled one."""
-    state, meta = read_bundled_weights(Path(weights) if weights else default_detnet_weights(), "DetNet",
-                                       "python -m physattack.victims.train_detector")
-    model = DetNet(meta["labels"], width=meta["width"], neck=meta["neck"], input_size=meta["input_size"],
-                   score_threshold=score_threshold if score_threshold is not None else meta["score_threshold"])
-    model.load_state_dict(state)
+    path = Path(weights) if weights else default_detnet_weights()
+    state, meta = read_bundled_weights(path, "DetNet", "python -m physattack.train detnet")
+    model = build_from_weights(path, lambda: DetNet(
+        meta["labels"], width=meta["width"], neck=meta["neck"], input_size=meta["input_size"],
+        score_threshold=score_threshold if score_threshold is not None else meta["score_threshold"]), state)
     model.meta = meta
     return model.freeze()

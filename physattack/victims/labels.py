@@ -46,7 +46,3 @@ def load_label_sets(source: str | Path | dict | None, labels: tuple[str, ...] = 
         sets[str(name)] = indices
     return sets
 
-
-def label_set_names(victim, name: str) -> list[str]:
-    """The victim's label names in ``name``'s set."""
-    return [victim.labels[i] for i in victim.label_set(name)]

@@ -1,4 +1,4 @@
-"""SignNet: the bundled traffic-sign classifier, trained by ``python -m physattack.victims.train``.
+"""SignNet: the bundled traffic-sign classifier, trained by ``python -m physattack.train signnet``.
 
 It sees the crop a two-stage recognizer takes around a detected sign, resized to 64×64. Its
 weights ship in ``assets/signnet.safetensors`` beside ``signnet.json`` (labels, preprocessing,
@@ -13,7 +13,7 @@ from pathlib import Path
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from physattack.victims.base import Classifier, normalize, read_bundled_weights
+from physattack.victims.base import Classifier, build_from_weights, normalize, read_bundled_weights
 
 MEAN = (0.5, 0.5, 0.5)
 STD = (0.25, 0.25, 0.25)
@@ -57,9 +57,9 @@ def default_weights() -> Path:
 
 def load_signnet(weights: str | Path | None = None) -> SignNet:
     """Load SignNet from ``weights`` (a .safetensors file with a .json beside it), default the bundled one."""
-    state, meta = read_bundled_weights(Path(weights) if weights else default_weights(), "SignNet",
-                                       "python -m physattack.victims.train")
-    model = SignNet(meta["labels"], width=meta["width"], input_size=meta["input_size"])
-    model.load_state_dict(state)
+    path = Path(weights) if weights else default_weights()
+    state, meta = read_bundled_weights(path, "SignNet", "python -m physattack.train signnet")
+    model = build_from_weights(path, lambda: SignNet(meta["labels"], width=meta["width"],
+                                                     input_size=meta["input_size"]), state)
     model.meta = meta
     return model.freeze()

@@ -12,7 +12,7 @@ import torch
 import torchvision
 from torch import Tensor
 
-from physattack.victims.base import Classifier, VictimError, normalize
+from physattack.victims.base import Classifier, VictimError, build_from_weights, normalize, read_state_dict
 from physattack.victims.labels import load_label_sets
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -66,7 +66,8 @@ def load_torchvision_classifier(arch: str, weights: str | None = None, weights_e
     labels = list(enum.meta["categories"])
     model = builder(weights=None)
     if not random_init:
-        model.load_state_dict(torch.load(local_weights(arch, enum, weights), map_location="cpu", weights_only=True))
+        path = local_weights(arch, enum, weights)
+        build_from_weights(path, lambda: model, read_state_dict(path, f"{arch} weights"))
     victim = TorchvisionClassifier(model, labels, input_size)
     victim.label_sets = load_label_sets(label_sets, victim.labels)
     return victim.freeze()

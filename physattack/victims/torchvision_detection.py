@@ -24,7 +24,7 @@ from torchvision.models.detection import FCOS, FasterRCNN, RetinaNet
 from torchvision.models.detection.ssd import SSD
 
 from physattack.victims.torchvision import local_weights
-from physattack.victims.base import VictimError
+from physattack.victims.base import VictimError, read_state_dict
 from physattack.victims.detection import Detections, Detector, DetectorOutput, pad_candidates, scale_boxes
 
 #: Scene class names that COCO spells differently.
@@ -127,7 +127,7 @@ def load_torchvision_detector(arch: str, weights: str | None = None, weights_enu
                           "RetinaNet, FCOS or SSD model.") from None
     if not random_init:
         path = local_weights(arch, enum, weights)
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = read_state_dict(path, f"{arch} weights")
         # Built without weights, the backbone has BatchNorm2d where the trained model has
         # FrozenBatchNorm2d: the same numbers in eval mode, less the num_batches_tracked counters.
         missing, unexpected = model.load_state_dict(state, strict=False)

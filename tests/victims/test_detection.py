@@ -92,5 +92,5 @@ def test_detnet_is_frozen_deterministic_and_names_its_labels(detnet):
 
 
 def test_missing_detnet_weights_say_how_to_train_them(tmp_path):
-    with pytest.raises(VictimError, match="physattack.victims.train_detector"):
+    with pytest.raises(VictimError, match="python -m physattack.train detnet"):
         load_detnet(tmp_path / "none.safetensors")

@@ -48,7 +48,7 @@ def test_unknown_label_lists_the_labels(signnet):
 
 
 def test_missing_weights_give_one_clear_sentence(tmp_path):
-    with pytest.raises(VictimError, match="physattack.victims.train"):
+    with pytest.raises(VictimError, match="python -m physattack.train signnet"):
         load_signnet(tmp_path / "absent.safetensors")
 
 
