@@ -58,15 +58,14 @@ def _show(value) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def _bounds(lo, hi, lo_open: bool, hi_open: bool, x: str = "") -> str:
-    """``x`` within the bounds as text: "> 0", "in (0, 1]", "" when unbounded."""
+def _bounds(lo, hi, lo_open: bool, hi_open: bool) -> str:
+    """The bounds as text: "> 0", "in (0, 1]", or "" when unbounded."""
     if lo is not None and hi is not None:
-        inside = f"{'(' if lo_open else '['}{_show(lo)}, {_show(hi)}{')' if hi_open else ']'}"
-        return f"{x} in {inside}".strip()
+        return f"in {'(' if lo_open else '['}{_show(lo)}, {_show(hi)}{')' if hi_open else ']'}"
     if lo is not None:
-        return f"{x} {'>' if lo_open else '>='} {_show(lo)}".strip()
+        return f"{'>' if lo_open else '>='} {_show(lo)}"
     if hi is not None:
-        return f"{x} {'<' if hi_open else '<='} {_show(hi)}".strip()
+        return f"{'<' if hi_open else '<='} {_show(hi)}"
     return ""
 
 
@@ -100,10 +99,17 @@ def check_range(name: str, value, lo: float | None = None, hi: float | None = No
     ...
     physattack.errors.InputError: eot.grid.sensor_focal_px must be > 0 (the camera's focal length in pixels); got 0.
     """
-    kind = "an integer" if integer else "a number"
     if not _is_number(value, integer) or not _inside(float(value), lo, hi, lo_open, hi_open):
         bounds = _bounds(lo, hi, lo_open, hi_open)
-        must = f"{kind} {bounds}" if not _is_number(value, integer) or integer else bounds or "a finite number"
+        if integer:
+            kind = "an integer"
+        elif not bounds:
+            kind = "a finite number"
+        elif not _is_number(value, False):
+            kind = "a number"
+        else:
+            kind = ""                                    # a number out of range: "must be in (0, 1]"
+        must = f"{kind} {bounds}".strip()
         raise error(f"{name} must be {must}{_why(why)}; got {_show(value)}.")
     return int(value) if integer else value
 
