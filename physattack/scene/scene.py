@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-import numpy as np
 import torch
 import yaml
 from torch import Tensor
@@ -70,11 +69,6 @@ def available_scenes() -> list[str]:
     return sorted(p.parent.name for p in bundled_scenes_dir().glob("*/scene.yaml"))
 
 
-def read_image_rgb(path: Path, what: str = "image") -> np.ndarray:
-    """H×W×3 uint8 RGB (grey and 16-bit converted; transparency refused), or a SceneError."""
-    return read_rgb(path, what, error=SceneError)
-
-
 def load_scene(name_or_path: str | Path) -> Scene:
     """Load a bundled scene by name (``stop_sign``) or any scene folder by path."""
     folder = Path(name_or_path)
@@ -102,10 +96,10 @@ def load_scene(name_or_path: str | Path) -> Scene:
         raise SceneError(f"{folder / desc['mesh']} has no material with a texture map (map_Kd), so there "
                          "is nothing a patch can cover; give its MTL a 'map_Kd texture.png' line.")
     texture_path = folder / mesh.materials[tex_id].texture
-    texture = read_image_rgb(texture_path, "texture")
+    texture = read_rgb(texture_path, "texture", error=SceneError)      # grey and 16-bit become 8-bit RGB
     if (texture == texture[..., :1]).all():
         warnings.warn(f"The texture {texture_path} has no colour (it is grey), so the object is rendered grey; "
-                      "a victim trained on coloured signs may not recognise it.", stacklevel=2)
+                      "a victim trained on coloured objects may not recognise it.", stacklevel=2)
     texture_t = torch.from_numpy(texture).permute(2, 0, 1).float() / 255.0
     if "face_mask" in desc:
         mask = read_grey(folder / desc["face_mask"], "face mask", error=SceneError)
