@@ -23,6 +23,7 @@ import kornia
 import numpy as np
 import torch
 
+from physattack.atomic import save_text
 from physattack.errors import InputError
 from physattack.imageio import read_rgb
 from physattack.printing.colour import ColourModel, polynomial_features, polynomial_terms
@@ -156,16 +157,16 @@ def write_chart(out: str | Path, layout: ChartLayout, dpi: float = 300.0) -> dic
     ``<out>.json`` (the layout ``fit`` needs when the chart was not made from the default palette)."""
     from matplotlib.patches import Rectangle
 
-    from physattack.printing.export import png_with_dpi
-    from physattack.printing.pages import PageCanvas, Tile, pdf_pages, write_atomic
+    from physattack.printing.export import save_png
+    from physattack.printing.pages import PageCanvas, Tile, save_pdf
 
     out = Path(out)
     paths = {k: out.with_name(out.name + "." + k) for k in ("pdf", "png", "json")}
     w, h = layout.paper_mm
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(paths["png"], png_with_dpi(draw_chart(layout, dpi / 25.4), dpi))
-    write_atomic(paths["json"], (json.dumps(layout.to_dict(), indent=1) + "\n").encode())
-    with pdf_pages(paths["pdf"], "physattack calibration chart") as pdf:
+    save_png(paths["png"], draw_chart(layout, dpi / 25.4), dpi)
+    save_text(paths["json"], json.dumps(layout.to_dict(), indent=1) + "\n")
+
+    def draw(pdf) -> None:
         canvas = PageCanvas(Tile(w, h, 0, 0, w, h, 0, 0, 0, 0, 1, 1))
         ax = canvas.ax
         for p in layout.patches:
@@ -186,6 +187,8 @@ def write_chart(out: str | Path, layout: ChartLayout, dpi: float = 300.0) -> dic
         canvas.page_text(xs + 52, foot + 6.6, "50 mm", fontsize=5)
         pdf.savefig(canvas.fig)
         canvas.close()
+
+    save_pdf(paths["pdf"], "physattack calibration chart", draw)
     return paths
 
 

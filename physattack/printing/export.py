@@ -3,7 +3,7 @@
 From the attacked texture, the face and sticker masks and the scene's physical size it writes:
 
 - ``sign.png``, ``patch.png``, ``stickers/sticker_NN.png``: RGBA at ``dpi`` with the DPI in the PNG's
-  pHYs chunk, so an image program prints them at true size (alpha: the face, the stickers, one sticker);
+  pHYs chunk (Pillow's ``dpi=``), so an image program prints them at true size (alpha: the face, the stickers, one sticker);
 - ``sign.pdf``: the attacked face at true scale with crop marks, its outline and a scale bar, tiled
   over the paper with overlaps and alignment marks when larger than a page;
 - ``stickers.pdf``: one cut sheet per sticker (a connected piece of the sticker mask) with bleed,
@@ -21,24 +21,22 @@ colour model, recorded in the manifest, says how the attack expected them to com
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import shutil
-import struct
 import tempfile
-import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import cv2
 import numpy as np
-import torch
+from PIL import Image
 from torch import Tensor
 
+from physattack.atomic import save_json, save_with
 from physattack.errors import InputError
 from physattack.imageio import read_rgba
-from physattack.printing.pages import PAPERS_MM, PageCanvas, Tile, pdf_pages, tile_layout
+from physattack.printing.pages import PAPERS_MM, PageCanvas, Tile, save_pdf, tile_layout
 
 MM_PER_INCH = 25.4
 MANIFEST_FORMAT = "physattack-export"
@@ -123,38 +121,23 @@ def to_uint8(colours: Tensor) -> np.ndarray:
 # ----------------------------------------------------------------------------- PNG with DPI
 
 
-def png_with_dpi(image: np.ndarray, dpi: float, height_px: int | None = None, width_px: int | None = None) -> bytes:
-    """PNG bytes of an RGB(A) uint8 image with a pHYs chunk saying ``dpi`` (as pixels per metre).
+def save_png(path: str | Path, image: np.ndarray, dpi: float, height_px: int | None = None,
+             width_px: int | None = None) -> Path:
+    """Write an RGB(A) uint8 image as a PNG whose pHYs chunk says ``dpi``, atomically.
 
     With ``height_px`` and ``width_px``, ``image`` holds texels, enlarged by ``texels_to_pixels``.
     """
-    bgr = image[..., [2, 1, 0, 3][:image.shape[2]]]          # channel order first, on the small image
     if height_px is not None:
-        bgr = texels_to_pixels(bgr, height_px, width_px)
-    ok, buf = cv2.imencode(".png", np.ascontiguousarray(bgr))
-    if not ok:
-        raise OSError("OpenCV could not encode a PNG.")
-    data = buf.tobytes()
-    ppm = int(round(dpi / MM_PER_INCH * 1000))
-    body = b"pHYs" + struct.pack(">IIB", ppm, ppm, 1)
-    chunk = struct.pack(">I", 9) + body + struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF)
-    ihdr_end = 8 + 4 + 4 + 13 + 4          # signature, IHDR length, type, data, CRC
-    return data[:ihdr_end] + chunk + data[ihdr_end:]
+        image = texels_to_pixels(image, height_px, width_px)
+    img = Image.fromarray(np.ascontiguousarray(image))          # H×W×3 -> RGB, H×W×4 -> RGBA
+    return save_with(path, lambda p: img.save(p, format="PNG", dpi=(dpi, dpi)))
 
 
 def read_png_dpi(path: str | Path) -> tuple[float, float] | None:
-    """The (x, y) DPI a PNG's pHYs chunk states, or None when it has none."""
-    data = Path(path).read_bytes()
-    pos = 8
-    while pos + 8 <= len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        if kind == b"pHYs":
-            x, y, unit = struct.unpack(">IIB", data[pos + 8:pos + 17])
-            return (x * MM_PER_INCH / 1000, y * MM_PER_INCH / 1000) if unit == 1 else None
-        if kind == b"IDAT":
-            return None
-        pos += 12 + length
-    return None
+    """The (x, y) DPI a PNG's pHYs chunk states, or None when it states none."""
+    with Image.open(path) as img:
+        dpi = img.info.get("dpi")
+    return (float(dpi[0]), float(dpi[1])) if dpi else None
 
 
 def read_png_rgba(path: str | Path) -> np.ndarray:
@@ -278,7 +261,7 @@ def export_bundle(out_dir: str | Path, *, texture: Tensor, face_mask: Tensor, te
     try:
         files: dict[str, dict] = {}
         rgba = np.concatenate([rgb, (face * 255).astype(np.uint8)[..., None]], 2)
-        _write_png(tmp / "sign.png", rgba, hp, wp, options.dpi)
+        save_png(tmp / "sign.png", rgba, options.dpi, hp, wp)
         size_mm = [round(wp / options.dpi * MM_PER_INCH, 3), round(hp / options.dpi * MM_PER_INCH, 3)]
         files["sign.png"] = {"what": "the attacked face at true size (alpha: the face)", "size_px": [wp, hp],
                              "size_mm": size_mm}
@@ -288,7 +271,7 @@ def export_bundle(out_dir: str | Path, *, texture: Tensor, face_mask: Tensor, te
         if stickers_m is not None:
             stickers = find_stickers(stickers_m, face_bbox, (sx, sy))
             prgba = np.concatenate([rgb, (stickers_m * 255).astype(np.uint8)[..., None]], 2)
-            _write_png(tmp / "patch.png", prgba, hp, wp, options.dpi)
+            save_png(tmp / "patch.png", prgba, options.dpi, hp, wp)
             files["patch.png"] = {"what": "the stickers at true size in place on the face (alpha: the stickers)",
                                   "size_px": [wp, hp], "size_mm": files["sign.png"]["size_mm"]}
             (tmp / "stickers").mkdir()
@@ -297,7 +280,7 @@ def export_bundle(out_dir: str | Path, *, texture: Tensor, face_mask: Tensor, te
                 crop = np.concatenate([rgb[y0:y1, x0:x1], (s.mask * 255).astype(np.uint8)[..., None]], 2)
                 h_px, w_px = pixel_count(y1 - y0, sy, options.dpi), pixel_count(x1 - x0, sx, options.dpi)
                 name = f"stickers/sticker_{s.number:02d}.png"
-                _write_png(tmp / name, crop, h_px, w_px, options.dpi)
+                save_png(tmp / name, crop, options.dpi, h_px, w_px)
                 files[name] = {"what": f"sticker {s.number} at true size (alpha: its cut shape)",
                                "size_px": [w_px, h_px], "size_mm": list(s.size_mm)}
             files["stickers.pdf"] = {"what": "one cut sheet per sticker: bleed, cut line, crop marks",
@@ -312,7 +295,7 @@ def export_bundle(out_dir: str | Path, *, texture: Tensor, face_mask: Tensor, te
             entry["bytes"] = len(data)
         manifest = _manifest(files, options, texture_size_m, (wt, ht), (sx, sy), face_bbox, stickers, rgb,
                              stickers_m, palette, palette_constrained, colour_model, source)
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        save_json(tmp / "manifest.json", manifest)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)
@@ -331,10 +314,6 @@ def _move_into_place(tmp: Path, out_dir: Path) -> None:
     os.replace(tmp, out_dir)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-
-
-def _write_png(path: Path, texels: np.ndarray, height_px: int, width_px: int, dpi: float) -> None:
-    path.write_bytes(png_with_dpi(texels, dpi, height_px, width_px))
 
 
 def _manifest(files, options, texture_size_m, texels, mm_per_texel, face_bbox, stickers, rgb, stickers_m, palette,
@@ -367,14 +346,6 @@ def _manifest(files, options, texture_size_m, texels, mm_per_texel, face_bbox, s
     return out
 
 
-def _save_pdf(path: Path, draw_pages) -> int:
-    """Write the pages ``draw_pages(pdf)`` adds into one PDF; returns how many."""
-    with pdf_pages(path, path.stem) as pdf:
-        draw_pages(pdf)
-        count = pdf.get_pagecount()
-    return count
-
-
 def _page(pdf, tile: Tile, draw) -> None:
     canvas = PageCanvas(tile)
     try:
@@ -399,7 +370,7 @@ def _sign_pdf(path: Path, rgba: np.ndarray, face: np.ndarray, mm: tuple[float, f
         c.foot(f"physattack: attacked face, {(x1 - x0) * mm[0]:.1f} x {(y1 - y0) * mm[1]:.1f} mm at true scale",
                "cut along the grey outline; tiles: trim at the dashed line and overlay until the marks coincide")
 
-    return _save_pdf(path, lambda pdf: [_page(pdf, t, draw) for t in
+    return save_pdf(path, path.stem, lambda pdf: [_page(pdf, t, draw) for t in
                                         tile_layout(w_mm, h_mm, options.paper, options.margin_mm, options.overlap_mm)])
 
 
@@ -431,7 +402,7 @@ def _cut_sheets(path: Path, rgb: np.ndarray, stickers: list[Sticker], mm: tuple[
             for t in tile_layout(w_mm, h_mm, options.paper, options.margin_mm, options.overlap_mm):
                 _page(pdf, t, draw)
 
-    return _save_pdf(path, sheets)
+    return save_pdf(path, path.stem, sheets)
 
 
 def _placement(path: Path, base: np.ndarray, face: np.ndarray, stickers: list[Sticker], mm: tuple[float, float],
@@ -464,7 +435,7 @@ def _placement(path: Path, base: np.ndarray, face: np.ndarray, stickers: list[St
             _page(pdf, t, draw)
         _offset_table(pdf, stickers, options)
 
-    return _save_pdf(path, pages)
+    return save_pdf(path, path.stem, pages)
 
 
 def _offset_table(pdf, stickers: list[Sticker], options: ExportOptions) -> None:
@@ -494,20 +465,27 @@ def _offset_table(pdf, stickers: list[Sticker], options: ExportOptions) -> None:
         _page(pdf, tile, draw)
 
 
-def export_patch(out_dir: str | Path, *, scene, patch, palette: Tensor | None = None, colour_model=None,
-                 options: ExportOptions | None = None, source: dict | None = None, overwrite: bool = False) -> dict:
-    """``export_bundle`` for a patch on a scene (stickers get cut sheets; paint is printed whole)."""
-    from physattack.patch.sticker import StickerPatch      # the patch package imports printing: import late
+def export_patch(out_dir: str | Path, *, scene, texture: Tensor, sticker_mask: Tensor | None = None,
+                 palette_constrained: bool = False, patch_type: str = "", palette: Tensor | None = None,
+                 colour_model=None, options: ExportOptions | None = None, source: dict | None = None,
+                 overwrite: bool = False) -> dict:
+    """``export_bundle`` for an attacked texture on a scene.
 
-    stickers = isinstance(patch, StickerPatch)
-    with torch.no_grad():
-        texture = patch.apply(scene.texture).detach().cpu()
-    return export_bundle(out_dir, texture=texture, face_mask=scene.face_mask.cpu(), texture_size_m=scene.texture_size_m,
-                         sticker_mask=patch.mask.detach().cpu() if stickers else None,
+    Args:
+        scene: the scene the texture covers (its face mask, physical size, clean texture and name).
+        texture: 3×Ht×Wt, what the patch made of the scene's texture (``patch.apply(scene.texture)``).
+        sticker_mask: 1×Ht×Wt for stickers (cut sheets and a placement template are written); None
+            for paint, which is printed whole.
+        palette_constrained: whether the stickers' colours were constrained to ``palette``.
+        patch_type: the patch's kind, recorded in the manifest's source.
+    """
+    return export_bundle(out_dir, texture=texture.detach().cpu(), face_mask=scene.face_mask.cpu(),
+                         texture_size_m=scene.texture_size_m,
+                         sticker_mask=sticker_mask.detach().cpu() if sticker_mask is not None else None,
                          palette=palette.cpu() if palette is not None else None,
-                         palette_constrained=bool(getattr(patch, "palette_constrained", False)),
-                         colour_model=colour_model, base_texture=scene.texture.cpu(), options=options,
-                         source={"scene": scene.name, "patch_type": type(patch).__name__, **(source or {})},
+                         palette_constrained=palette_constrained, colour_model=colour_model,
+                         base_texture=scene.texture.cpu(), options=options,
+                         source={"scene": scene.name, "patch_type": patch_type, **(source or {})},
                          overwrite=overwrite)
 
 
@@ -523,5 +501,5 @@ def free_folder(path: str | Path) -> Path:
 
 
 __all__ = ["ExportError", "ExportOptions", "Sticker", "export_bundle", "export_patch",
-           "find_stickers", "free_folder", "pixel_count", "png_with_dpi", "read_png_dpi", "read_png_rgba",
+           "find_stickers", "free_folder", "pixel_count", "read_png_dpi", "read_png_rgba", "save_png",
            "texel_of_pixel", "texels_from_pixels", "texels_to_pixels", "to_uint8"]

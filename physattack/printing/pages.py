@@ -11,21 +11,21 @@ its overlaps and a dashed line where to trim it, and the page's foot holds its l
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.backends.backend_pdf import PdfPages  # noqa: E402
 from matplotlib.patches import Circle, Rectangle  # noqa: E402
 
+from physattack.atomic import save_with  # noqa: E402
 from physattack.errors import InputError  # noqa: E402
 
 PAPERS_MM = {"a4": (210.0, 297.0), "letter": (215.9, 279.4), "a3": (297.0, 420.0), "tabloid": (279.4, 431.8)}
@@ -34,42 +34,25 @@ RC = {"pdf.use14corefonts": True, "font.family": "sans-serif", "font.sans-serif"
       "pdf.compression": 6, "figure.facecolor": "white", "savefig.facecolor": "white"}
 
 
-@contextlib.contextmanager
-def pdf_pages(path: str | Path, title: str):
-    """A ``PdfPages`` for ``path`` with the pages' style, written to a temporary file and renamed into
-    place when the block ends (an interrupted export never leaves half a PDF)."""
-    from matplotlib.backends.backend_pdf import PdfPages
+def save_pdf(path: str | Path, title: str, draw_pages: Callable[[PdfPages], None]) -> int:
+    """Write the pages ``draw_pages(pdf)`` adds to a ``PdfPages`` (with the pages' style) into one PDF,
+    atomically (an interrupted export never leaves half a PDF); returns how many pages it has."""
+    pages = 0
 
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".pdf", dir=path.parent)
-    os.close(fd)
+    def write(tmp: Path) -> None:
+        nonlocal pages
+        with plt.rc_context(RC), PdfPages(tmp, metadata={"Creator": "physattack", "Title": title}) as pdf:
+            draw_pages(pdf)
+            pages = pdf.get_pagecount()
+
     fonts = logging.getLogger("matplotlib.font_manager")
     level = fonts.level
     fonts.setLevel(logging.ERROR)          # "Helvetica ... now using medium": the PDF core font, as meant
     try:
-        with plt.rc_context(RC), PdfPages(tmp, metadata={"Creator": "physattack", "Title": title}) as pdf:
-            yield pdf
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        save_with(path, write)
     finally:
         fonts.setLevel(level)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def write_atomic(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to a temporary file beside ``path``, then rename it into place."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return pages
 
 
 class PaperError(InputError):

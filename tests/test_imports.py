@@ -1,0 +1,172 @@
+"""The arrows of shared/DESIGN.md's parts table, held by parsing every module's imports.
+
+Every ``import physattack.X...`` / ``from physattack.X import ...`` anywhere in a module (inside
+functions and ``TYPE_CHECKING`` blocks too) is an arrow from the module's part to X's part. A part
+may import only the parts ``ALLOWED`` lists for it (its own modules, and the shared top-level
+modules, always); and the arrows between parts have no cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import physattack
+
+PACKAGE = Path(physattack.__file__).parent
+
+#: Top-level modules every part may use; they import only each other.
+SHARED = {"__init__", "errors", "atomic", "config", "imageio", "labels", "units"}
+
+#: Entry points outside ``cli/``: ``python -m`` shims over ``physattack.cli`` (they count as cli).
+COMMAND_SHIMS = {"__main__", "export", "transfer", "atlas", "calibrate", "evaluate_photos", "runs",
+                 "evaluate.__main__", "train.__main__"}
+
+PARTS = ["scene", "render", "eot", "patch", "printing", "victims", "attack", "evaluate", "train", "tracking", "cli"]
+
+#: part -> the parts it may import. From DESIGN.md: scene knows none of them; render draws scenes;
+#: eot samples and renders views of them; printing knows no patch (the patch uses its palette) and
+#: no victim; a victim knows no renderer (nor scene, eot, evaluate); attack composes the parts but not
+#: the evaluation; evaluation composes them but not the optimization; training composes what attack
+#: composes minus patches, and reports with evaluate's metrics (class_ap); only cli composes attack,
+#: evaluate and train, and nothing imports cli.
+ALLOWED = {
+    "scene": set(),
+    "render": {"scene"},
+    "eot": {"scene", "render"},
+    "printing": {"scene"},
+    "patch": {"scene", "printing"},
+    "victims": set(),
+    "tracking": set(),
+    "attack": {"scene", "render", "eot", "printing", "patch", "victims", "tracking"},
+    "evaluate": {"scene", "render", "eot", "printing", "patch", "victims", "tracking"},
+    "train": {"scene", "render", "eot", "victims", "evaluate", "tracking"},
+    "cli": set(PARTS) - {"cli"},
+}
+
+#: Arrows that break the rules today and who removes them: (from module, to part) -> why.
+KNOWN = {}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" and len(rel.parts) > 1 else rel.parts
+    return ".".join(parts)
+
+
+def part_of(module: str) -> str:
+    """The part a module (dotted, without the leading ``physattack.``) belongs to."""
+    if module in COMMAND_SHIMS:
+        return "cli"
+    head = module.split(".")[0]
+    if head in SHARED and "." not in module:
+        return "shared"
+    if head in PARTS:
+        return head
+    raise AssertionError(f"physattack.{module} belongs to no part: add it to a part's package, or to SHARED or "
+                         "COMMAND_SHIMS in tests/test_imports.py")
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """(line, module without ``physattack.``) for every physattack import in ``path``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    here = module_name(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:                                   # relative: resolve against this package
+                base = package[:len(package) - node.level + 1] if node.level > 1 else package
+                base_name = ".".join(["physattack", *base])
+                mod = f"{base_name}.{node.module}" if node.module else base_name
+            else:
+                mod = node.module or ""
+            # ``from physattack import render`` names a part; ``from physattack.eot import X`` does not
+            names = [f"{mod}.{a.name}" for a in node.names] if mod == "physattack" else [mod]
+        else:
+            continue
+        for name in names:
+            if name == "physattack" or name.startswith("physattack."):
+                rest = name[len("physattack."):] if name != "physattack" else "__init__"
+                found.append((node.lineno, rest))
+    return found
+
+
+def arrows() -> list[tuple[str, int, str, str, str]]:
+    """(module, line, imported module, from part, to part) for every import between different parts."""
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        src = part_of(module)
+        for line, target in imported_modules(path):
+            dst = part_of(target)
+            if dst != src:
+                out.append((module, line, target, src, dst))
+    return out
+
+
+def test_every_module_belongs_to_a_part():
+    for path in PACKAGE.rglob("*.py"):
+        part_of(module_name(path))
+
+
+def test_parts_import_only_what_design_allows():
+    bad = []
+    for module, line, target, src, dst in arrows():
+        if dst == "shared":
+            continue
+        if src == "shared":
+            bad.append(f"physattack/{module.replace('.', '/')}.py:{line} (shared) imports physattack.{target} "
+                       f"({dst}): shared modules import only each other")
+        elif dst not in ALLOWED[src] and (module, dst) not in KNOWN:
+            bad.append(f"physattack/{module.replace('.', '/')}.py:{line} ({src}) imports physattack.{target} "
+                       f"({dst}); {src} may import only {sorted(ALLOWED[src]) or 'shared modules'}")
+    assert not bad, "imports against DESIGN.md's arrows:\n" + "\n".join(bad)
+
+
+def test_known_exceptions_still_exist():
+    """Each KNOWN entry is removed with the import it excuses."""
+    present = {(module, dst) for module, _, _, _, dst in arrows()}
+    assert not set(KNOWN) - present, f"remove from KNOWN: {sorted(set(KNOWN) - present)}"
+
+
+def test_no_cycles_between_parts():
+    graph: dict[str, set[str]] = {p: set() for p in PARTS}
+    for _, _, _, src, dst in arrows():
+        if "shared" not in (src, dst):
+            graph[src].add(dst)
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for part in PARTS:
+        if part not in state and (cycle := visit(part)):
+            pytest.fail("parts import each other in a cycle: " + " -> ".join(cycle))
+
+
+def test_the_allowed_map_itself_has_no_cycle_and_names_only_parts():
+    assert set(ALLOWED) == set(PARTS)
+    for part, allowed in ALLOWED.items():
+        assert allowed <= set(PARTS) - {part}
+        reach, todo = set(), list(allowed)
+        while todo:
+            p = todo.pop()
+            if p not in reach:
+                reach.add(p)
+                todo += ALLOWED[p]
+        assert part not in reach, f"{part} may reach itself through {sorted(reach)}"
