@@ -68,7 +68,9 @@ class Renderer:
     """``Renderer(rasterizer, shader)``: any rasterizer making Fragments works with any shader.
 
     Args:
-        rasterizer: callable ``(verts, faces, cameras) -> Fragments``.
+        rasterizer: callable ``(verts, faces, cameras, face_normals) -> Fragments``: verts V×3 world
+            metres, faces F×3, face_normals F×3 outward (for back-face culling; may be None), as
+            ``MeshRasterizer`` and ``PyTorch3DRasterizer`` take them.
         shader: callable ``(fragments, mesh, texture, cameras, lights, background=None) -> (rgb, coverage)``
             that composites over ``background`` where one is given (see PhongShader).
         supersample: render at this many times the resolution per axis and box-filter down. The
