@@ -56,6 +56,9 @@ class WandbTracker(NullTracker):
 
         if mode not in {"offline", "online", "disabled"}:
             raise InputError(f"logger.mode must be offline, online or disabled, not '{mode}'.")
+        if mode == "online" and not _has_api_key():
+            raise InputError("logger.mode=online needs a W&B API key: run `wandb login` or set WANDB_API_KEY, or keep "
+                             "logger.mode=offline and `wandb sync` the run's wandb/ folder later.")
         self._wandb = wandb
         self.run = wandb.init(project=project, entity=entity, group=group, name=name, tags=list(tags or []),
                               mode=mode, dir=str(dir), config=run_config, id=resume_id,
@@ -82,3 +85,18 @@ class WandbTracker(NullTracker):
 
     def finish(self):
         self.run.finish()
+
+
+def _has_api_key() -> bool:
+    """Whether W&B can log in without asking: WANDB_API_KEY, or a netrc entry for its host."""
+    import netrc
+    import os
+    from urllib.parse import urlparse
+
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname or "api.wandb.ai"
+    try:
+        return netrc.netrc(os.environ.get("NETRC")).authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False

@@ -1,5 +1,5 @@
 """The full held-out evaluation of one attack: protocol grid, natural-failure atlas, sanity flags,
-report. Run at the end of every attack (``physattack.attack.job``) and by
+report. Run at the end of every attack (``physattack.cli.attack``) and by
 ``python -m physattack.evaluate run_dir=<run>``.
 """
 
@@ -75,9 +75,11 @@ def evaluate_attack(*, scene, victim, clean_texture, adv_texture, pipeline, grid
         atlas_pipeline: a ``ViewPipeline`` over held-out backgrounds for the atlas (default ``pipeline``).
         target: the target label's name (targeted) or None (untargeted).
         summary: the run's summary (scene, attack, ...), the head of the report.
+        quiet: no warnings for raised sanity flags (the flags are in the result either way).
 
     Returns:
-        ``{"heldout": ..., "sanity": [...], "atlas": ...}`` as merged into ``metrics.json``.
+        ``{"heldout": ..., "sanity": [...], "atlas": ..., "report": <report.md>}`` as merged into ``metrics.json``
+        (the caller prints ``heldout_line`` where a person reads it).
     """
     settings = settings or HeldOutSettings()
     true_set = victim.label_set(scene.class_name)
@@ -108,10 +110,8 @@ def evaluate_attack(*, scene, victim, clean_texture, adv_texture, pipeline, grid
                                   sanity=sanity, summary=summary, atlas=atlas, atlas_samples=samples,
                                   atlas_probs=probs, atlas_pipeline=atlas_pipeline, worst=settings.worst_views,
                                   tracker=tracker)
-    if not quiet:
-        print(heldout_line(heldout))                       # raised sanity flags were logged as warnings
-        print(f"held-out report: {paths['report']}")
-    return {"heldout": heldout, "sanity": sanity, "atlas": atlas.to_dict() if atlas is not None else None}
+    return {"heldout": heldout, "sanity": sanity, "atlas": atlas.to_dict() if atlas is not None else None,
+            "report": str(paths["report"])}
 
 
 def heldout_line(heldout: dict) -> str:
@@ -128,7 +128,7 @@ def heldout_line(heldout: dict) -> str:
 @dataclass
 class HeldOutRun:
     """The parts of the held-out protocol an attack run hands over: its view pipeline(s), its grid and
-    its settings. ``evaluate`` runs ``evaluate_attack`` on a finished attack (``physattack.attack.job``)."""
+    its settings. ``evaluate`` runs ``evaluate_attack`` on a finished attack (``physattack.cli.attack``)."""
 
     pipeline: object
     grid: object

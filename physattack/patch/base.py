@@ -29,11 +29,14 @@ class Patch(nn.Module):
         mask_search: ``{"area": share of the face, "cell_px": cell side}`` when the attack should
             choose the mask first (``physattack.attack.mask_search``), else None.
         palette_constrained: whether ``colors()`` only ever takes the printer palette's colours.
+        cut_as_stickers: whether the print export cuts the patch into stickers (cut sheets and a
+            placement template) rather than printing the texture whole (paint).
     """
 
     mask: Tensor
     mask_search: dict | None = None
     palette_constrained: bool = False
+    cut_as_stickers: bool = False
 
     def apply(self, base_texture: Tensor) -> Tensor:
         """Base texture 3×Ht×Wt (or B×3×Ht×Wt) -> the texture with the patch on, same shape."""

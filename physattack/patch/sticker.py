@@ -44,6 +44,8 @@ class StickerPatch(Patch):
         apply: base texture 3×Ht×Wt -> texture 3×Ht×Wt.
     """
 
+    cut_as_stickers = True
+
     def __init__(self, mask: Tensor, init_color: tuple[float, float, float] = (0.5, 0.5, 0.5),
                  mask_search: dict | None = None, palette: Tensor | None = None,
                  temperature: tuple[float, float] = (1.0, 0.05), hard_from: float = 0.7):

@@ -1,0 +1,232 @@
+"""``python -m physattack +scene=stop_sign attack=yield``: optimize a patch, judge it on held-out views,
+export it for the printer.
+
+``run_attack(cfg, run_dir)`` is the whole run from a composed config; the command and the Python
+path (``physattack.cli.compose`` + ``run_attack``) both call it, so both build the same attack.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import cv2
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from physattack.atomic import load_torch, save_text
+from physattack.attack import AttackSetup
+from physattack.attack.reprogram import ReprogramAttack
+from physattack.cli import build
+from physattack.cli.door import HydraCommand, check_constructors, compose_checked, exit_if_interrupted, run_hydra
+from physattack.cli.rundir import ensure_writable, free_folder, guard_own_folder
+from physattack.config import RunConfig
+from physattack.errors import InputError
+
+
+def compose(*overrides: str) -> DictConfig:
+    """The configuration ``python -m physattack <overrides>`` runs with, checked as the command checks it.
+
+    Example: ``cfg = compose("+scene=stop_sign", "attack=yield")``.
+    """
+    cfg = compose_checked("config", list(overrides))
+    check_constructors(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    require_scene(cfg)
+    return cfg
+
+
+def require_scene(cfg: DictConfig) -> None:
+    if OmegaConf.is_missing(cfg, "scene"):
+        from hydra import initialize_config_module
+        from hydra.core.global_hydra import GlobalHydra
+
+        GlobalHydra.instance().clear()
+        with initialize_config_module(config_module="physattack.conf", version_base="1.3"):
+            options = ", ".join(sorted(GlobalHydra.instance().config_loader().get_group_options("scene")))
+        raise InputError(f"No scene chosen: add +scene=stop_sign to the command (scenes: {options}).")
+
+
+def run_attack(cfg: DictConfig, run_dir: str | Path) -> dict:
+    """Run the attack ``cfg`` describes into ``run_dir`` (a new or empty folder, or this very run's
+    own unfinished one when a scheduler requeues it) and return what ``metrics.json`` holds."""
+    require_scene(cfg)
+    run = build.run_config(cfg)
+    device = build.device_of(run.device)
+    run_dir = Path(run_dir)
+    ensure_writable(run_dir, "hydra.run.dir")
+    config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+    if guard_own_folder(run_dir, config_yaml) and run.resume is None:
+        run.resume = str(run_dir)            # a requeued (pre-empted) job continues where it stopped
+    parts = build.attack_parts(cfg, run, device)
+    save_text(run_dir / "config.yaml", config_yaml)
+    tracker = build.make(cfg.logger, dir=str(run_dir), run_config=OmegaConf.to_container(cfg, resolve=True),
+                         _recursive_=False, _convert_="all", **tracking_identity(cfg, run.resume))
+    try:
+        metrics = attack_and_report(parts, run, run_dir, tracker)
+    finally:
+        tracker.finish()
+    return metrics
+
+
+def attack_and_report(parts: build.AttackParts, run: RunConfig, run_dir: Path, tracker) -> dict:
+    """Optimize, evaluate on the held-out grid, write and log the outputs, export the patch."""
+    from physattack.evaluate.detection import report_detection_attack
+    from physattack.evaluate.grid import evaluate_on_grid
+    from physattack.evaluate.report import write_run_outputs
+    from physattack.evaluate.reprogram import report_reprogram
+
+    t0 = time.time()
+    scene, victim, patch, attack = parts.scene, parts.victim, parts.patch, parts.attack
+    setup = AttackSetup(scene=scene, patch=patch, victim=victim, pipeline=parts.pipeline, sampler=parts.sampler,
+                        palette=parts.palette, colour_model=parts.colour_model)
+    result = attack.run(setup, run, run_dir, tracker)
+    attack_seconds = time.time() - t0
+    patch.load_state_dict(result.best_state)
+    stopped = {"interrupted": result.interrupted, "interrupted_by": result.signal}
+
+    def export(source: dict) -> None:
+        build.export_patch(free_folder(run_dir / "export"), scene=scene, patch=patch, palette=parts.palette,
+                     colour_model=parts.colour_model, options=parts.export,
+                     source={"run_dir": str(run_dir), "best_step": result.best_step, **source})
+
+    if isinstance(attack, ReprogramAttack):
+        metrics = report_reprogram(scene=scene, patch=patch, victim=victim, attack=attack, result=result,
+                                   eval_pipeline=parts.eval_pipeline, grid=parts.grid, run_dir=run_dir,
+                                   tracker=tracker, batch_size=run.eval_batch_size, colour_model=parts.colour_model,
+                                   seconds=time.time() - t0)
+        export({"attack": "reprogram", "label_map": metrics["label_map"]})     # which sign label means which digit
+        return {**metrics, **stopped}
+    true_index = victim.label_index(scene.class_name)
+    target_index = attack.label(victim, scene) if attack.targeted else None
+    import torch
+    with torch.no_grad():
+        adv_texture = patch.apply(scene.texture)
+        printed = parts.colour_model.print_patch(adv_texture, patch.mask)
+    if build.is_detector(victim):       # detections, not labels: physattack/evaluate/detection.py
+        metrics = report_detection_attack(
+            scene=scene, victim=victim, patch=patch, attack=attack, result=result, adv_texture=adv_texture,
+            eval_texture=printed, eval_pipeline=parts.eval_pipeline, grid=parts.grid, tracker=tracker,
+            run_dir=run_dir, run=run, true_index=true_index, target_index=target_index, started=t0,
+            attack_seconds=attack_seconds)
+        export({"attack": metrics["attack"]})
+        return {**metrics, **stopped}
+    grid_result, clean_imgs, adv_imgs = evaluate_on_grid(
+        scene, scene.texture, printed, parts.eval_pipeline, victim, parts.grid, true_index, target_index,
+        batch_size=run.eval_batch_size, keep_images=run.gallery_views)
+    summary = {
+        "scene": scene.name, "true_label": scene.class_name, "true_index": true_index,
+        "attack": f"{attack.objective} -> {attack.target}" if target_index is not None else "untargeted",
+        "target_label": attack.target if target_index is not None else None, "target_index": target_index,
+        "patch_type": type(patch).__name__, "patch_area_fraction": patch.area_fraction(scene.face_mask),
+        "steps": attack.steps, "steps_done": result.steps_done, "best_step": result.best_step,
+        **stopped, "zero_gradient_steps": result.zero_grad_steps,
+        "batch_size": attack.batch_size, "seed": run.seed, "device": run.device,
+        "attack_seconds": round(attack_seconds, 1), "total_seconds": round(time.time() - t0, 1),
+        "protocol": "attack_success_rate counts held-out grid views whose clean render was classified "
+                    "correctly (RP2); the unconditional rate counts all views",
+    }
+    paths = write_run_outputs(run_dir, patch=patch, adv_texture=adv_texture.cpu(), result=grid_result,
+                              labels=victim.labels, clean_imgs=clean_imgs, adv_imgs=adv_imgs,
+                              history=result.history, summary=summary)
+    export({"attack": summary["attack"]})
+    metrics = {**summary, **grid_result.metrics}
+    log_classifier_run(tracker, metrics, paths, grid_result, victim.labels, scene.name)
+    if parts.heldout is not None and not result.interrupted:     # the full held-out protocol (evaluate/protocol.py)
+        metrics.update(parts.heldout.evaluate(scene=scene, victim=victim, adv_texture=printed, summary=summary,
+                                              run_dir=run_dir, tracker=tracker, zero_grad_steps=result.zero_grad_steps,
+                                              steps_done=result.steps_done, batch_size=run.eval_batch_size))
+    return metrics
+
+
+def log_classifier_run(tracker, metrics: dict, paths: dict, grid_result, labels, scene_name: str) -> None:
+    flat = {"eval/clean_accuracy": metrics["clean_accuracy"]["rate"],
+            "eval/attack_success_rate": metrics["attack_success_rate"]["rate"],
+            "eval/attack_success_rate_unconditional": metrics["attack_success_rate_unconditional"]["rate"],
+            "eval/patch_area_fraction": metrics["patch_area_fraction"]}
+    tracker.summary(flat)
+    tracker.log(flat)
+    images = {k: cv2.cvtColor(cv2.imread(str(paths[k]), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+              for k in ("views", "heatmap", "texture") if k in paths}
+    tracker.log_images({f"eval/{k}": v for k, v in images.items()})
+    tracker.log_table("eval/per_view", ["azimuth_deg", "distance_m", "lighting", "clean", "attacked"],
+                      [[c["azimuth_deg"], c["distance_m"], c["lighting"], labels[int(a)], labels[int(b)]]
+                       for c, a, b in zip(grid_result.conditions, grid_result.clean_pred, grid_result.adv_pred)])
+    tracker.log_artifact(f"patch-{scene_name}", "patch", [paths["patch"], paths["texture"], paths["patch_state"]])
+
+
+def tracking_identity(cfg: DictConfig, resume: str | None) -> dict:
+    """W&B grouping: one group per sweep, one named job per run, tags from the overrides; and the
+    W&B run to continue when resuming from a checkpoint."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if str(cfg.logger.get("_target_", "")).endswith("NullTracker"):
+        return {}
+    out: dict = {}
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        hc = HydraConfig.get()
+        group = cfg.logger.get("group") or "sweep-" + Path(hc.sweep.dir).as_posix().strip("/").replace("/", "-")
+        out.update(group=group, name=f"{group}-{hc.job.num}", tags=[str(o) for o in hc.overrides.task][:64])
+    if resume:
+        ckpt = Path(resume) / "checkpoint.pt" if Path(resume).is_dir() else Path(resume)
+        if ckpt.is_file():
+            out["resume_id"] = load_torch(ckpt, "checkpoint").get("wandb_run_id")
+    return out
+
+
+def headline(metrics: dict) -> str:
+    """The run's result in one line for the terminal, honest when it is undefined."""
+    from physattack.evaluate.detection import headline as detection_headline
+
+    if metrics.get("attack") == "reprogram":
+        acc, ctl = metrics["task_accuracy"], metrics["random_program_accuracy"]
+        return (f"reprogram: held-out task accuracy {acc['rate']:.1%} (95% CI {acc['ci95'][0]:.1%}-{acc['ci95'][1]:.1%}, "
+                f"{acc['n']} held-out digit views); random program {ctl['rate']:.1%}; chance {metrics['chance']:.1%}; "
+                f"digits read as {', '.join(f'{i}={n}' for i, n in enumerate(metrics['label_map']))}.")
+    if "detection_rate_clean" in metrics:
+        return detection_headline(metrics)
+    asr, clean = metrics["attack_success_rate"], metrics["clean_accuracy"]
+    if asr["n"] == 0:
+        return (f"{metrics['attack']}: success is undefined: no held-out view of the clean {metrics['true_label']} "
+                f"was classified correctly (clean accuracy {clean['rate']:.1%} of {clean['n']}), so the victim does "
+                f"not recognise this scene as it is rendered; check the scene's texture and the victim.")
+    return (f"{metrics['attack']}: held-out success {asr['rate']:.1%} (95% CI {asr['ci95'][0]:.1%}-"
+            f"{asr['ci95'][1]:.1%}, {asr['count']}/{asr['n']} clean-correct views); clean accuracy "
+            f"{clean['rate']:.1%} of {clean['n']}; patch covers {metrics['patch_area_fraction']:.1%} of the face.")
+
+
+def task(cfg: DictConfig) -> float | None:
+    """The Hydra task: run, print the headline, and return the held-out success rate (task accuracy
+    for reprogramming), the value a Hydra sweeper (e.g. Optuna) optimizes."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from physattack.evaluate.protocol import heldout_line
+
+    run_dir = HydraConfig.get().runtime.output_dir
+    metrics = run_attack(cfg, run_dir)
+    if "heldout" in metrics:
+        print(heldout_line(metrics["heldout"]))
+        print(f"held-out report: {Path(run_dir) / 'report.md'}")
+    print(headline(metrics))
+    print(f"outputs in {run_dir}")
+    exit_if_interrupted(metrics)
+    for key in ("attack_success_rate", "task_accuracy"):
+        if isinstance(metrics.get(key), dict):
+            return metrics[key]["rate"]
+    return None
+
+
+COMMAND = HydraCommand(
+    module="physattack", config_name="config",
+    summary="optimize a printable sticker or paint patch on a 3D object so that a vision model misreads it "
+            "over sampled views and light; judge it on held-out views and export it for the printer.",
+    usage=("python -m physattack +scene=stop_sign attack=yield",
+           "python -m physattack +scene=stop_sign attack=hide victim=detnet",
+           "python -m physattack +scene=stop_sign resume=outputs/<date>/<time>",
+           "python -m physattack --multirun +scene=stop_sign patch.area=0.05,0.10 seed=0,1"),
+    task=task, output="run")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_hydra(COMMAND, argv)

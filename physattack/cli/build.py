@@ -1,0 +1,256 @@
+"""One builder: a composed configuration -> the built parts, for every command.
+
+The attack run, ``evaluate``, ``export``, ``transfer``, ``atlas``, ``calibrate`` and the photo
+evaluation all build their scene, victim, patch, renderer, pipelines, grids and printer from here, so
+that a part is built the same way wherever it is used. Parts are made with ``hydra.utils.instantiate``
+from their config group; what they raise (an ``InputError``) is unwrapped so the door prints it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from physattack.atomic import load_torch
+from physattack.config import RunConfig
+from physattack.eot import ViewPipeline
+from physattack.errors import InputError, input_error
+
+
+def make(node, **kwargs):
+    """``instantiate(node, **kwargs)``, with a constructor's InputError raised as itself."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as exc:
+        err = input_error(exc)
+        if err is not None:
+            raise err from None
+        raise
+
+
+def run_config(cfg: DictConfig) -> RunConfig:
+    """The run-level scalars of ``conf/config.yaml``, typed (a wrong type or range fails here)."""
+    keys = [k for k in RunConfig.__dataclass_fields__ if k in cfg]
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(RunConfig), {k: cfg[k] for k in keys}))
+    except OmegaConfBaseException as e:
+        raise InputError(f"{e.full_key if getattr(e, 'full_key', None) else 'a run setting'}: "
+                         f"{str(e).splitlines()[0]}.") from None
+    except Exception as exc:
+        err = input_error(exc)
+        if err is None:
+            raise
+        raise err from None
+
+
+def device_of(name: str) -> torch.device:
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"device={name} was asked for but PyTorch sees no CUDA device; use device=cpu.")
+    return torch.device(name)
+
+
+def is_detector(victim) -> bool:
+    return bool(getattr(victim, "is_detector", False))
+
+
+def scene(cfg: DictConfig, device) -> object:
+    return make(cfg.scene).to(device)
+
+
+def victim(node, device, channels_last: bool = False):
+    built = make(node).to(device)
+    return built.to(memory_format=torch.channels_last) if channels_last else built
+
+
+def printer(cfg: DictConfig, device):
+    """The printer's palette (K×3) and colour model of ``cfg.printer`` (defaults when absent)."""
+    from physattack.printing import load_colour_model, load_palette
+
+    node = cfg.get("printer") or {}
+    return load_palette(node.get("palette")), load_colour_model(node.get("model")).to(device)
+
+
+def export_options(cfg: DictConfig, **override):
+    from physattack.printing.export import ExportOptions
+
+    node = (cfg.get("printer") or {}).get("export") or {}
+    options = {**OmegaConf.to_container(node, resolve=True), **{k: v for k, v in override.items() if v is not None}}
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ExportOptions), options))
+    except OmegaConfBaseException as e:
+        raise InputError(f"printer.export: {str(e).splitlines()[0]}.") from None
+
+
+def export_patch(out, *, scene, patch, palette, colour_model, options, source: dict, overwrite: bool = False) -> dict:
+    """The print bundle of ``patch`` on ``scene`` (``physattack.printing.export.export_patch``)."""
+    from physattack.printing.export import export_patch as export
+
+    with torch.no_grad():
+        texture = patch.apply(scene.texture)
+    return export(out, scene=scene, texture=texture, sticker_mask=patch.mask if patch.cut_as_stickers else None,
+                  palette_constrained=patch.palette_constrained, patch_type=type(patch).__name__, palette=palette,
+                  colour_model=colour_model, options=options, source=source, overwrite=overwrite)
+
+
+def photographed(pipeline, colour_model):
+    """The pipeline as the camera sees the print, where the colour model has a camera part."""
+    from physattack.printing.colour import PhotographedPipeline
+
+    return PhotographedPipeline(pipeline, colour_model) if colour_model.has_camera else pipeline
+
+
+def protocol_grid(cfg: DictConfig, background_count: int):
+    """The held-out protocol's grid: the run's ``eot.grid`` with ``evaluation.grid``'s additions
+    (elevations, camera-effect presets, backgrounds per view). One grid configuration, not a copy."""
+    node = OmegaConf.merge(OmegaConf.to_container(cfg.eot.grid, resolve=True),
+                           OmegaConf.to_container(cfg.evaluation.grid, resolve=True))
+    return make(node, background_count=background_count, _convert_="all")
+
+
+@dataclass
+class AttackParts:
+    """Everything one attack run is made of."""
+
+    scene: object
+    victim: object
+    attack: object
+    patch: object
+    pipeline: object          # what the optimizer renders through (training backgrounds, printed patch)
+    sampler: object
+    eval_pipeline: object     # held-out backgrounds
+    grid: object
+    palette: torch.Tensor
+    colour_model: object
+    export: object
+    heldout: object | None    # physattack.evaluate.protocol.HeldOutRun, classifiers only
+
+
+def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
+    """Build the parts of ``python -m physattack`` from its composed config."""
+    from physattack.eot.frames import FrameGrid, FrameSampler
+    from physattack.evaluate.protocol import HeldOutRun
+
+    built_scene = scene(cfg, device)
+    built_victim = victim(cfg.victim, device, run.channels_last)
+    attack = make(cfg.attack)
+    if attack.needs_true_label:
+        built_victim.label_index(built_scene.class_name)
+    attack.label(built_victim, built_scene)
+    patch = make(cfg.patch, scene=built_scene).to(device)
+    renderer = make(cfg.renderer)
+    size = (run.image_size, run.image_size)
+    bank, eval_bank = make(cfg.eot.backgrounds), make(cfg.eot.eval_backgrounds)
+    sampler = make(cfg.eot.sampler, background_count=len(bank), _convert_="all")
+    grid = make(cfg.eot.grid, background_count=len(eval_bank), _convert_="all")
+    if is_detector(built_victim):        # a detector sees the sign in context frames (eot/frames.py)
+        sampler, grid = FrameSampler(sampler), FrameGrid(grid)
+        size = (built_victim.input_size, built_victim.input_size)
+    palette, colour_model = printer(cfg, device)
+    pipeline = photographed(ViewPipeline(renderer, bank, size), colour_model)
+    eval_pipeline = photographed(ViewPipeline(renderer, eval_bank, size), colour_model)
+    heldout = None
+    if cfg.get("evaluation") is not None and cfg.evaluation.enabled and not is_detector(built_victim):
+        heldout = HeldOutRun(eval_pipeline, protocol_grid(cfg, len(eval_bank)),
+                             make(cfg.evaluation.settings, _convert_="all"), ViewPipeline(renderer, eval_bank, size))
+    return AttackParts(built_scene, built_victim, attack, patch, pipeline, sampler, eval_pipeline, grid, palette,
+                       colour_model, export_options(cfg), heldout)
+
+
+# -- finished runs -----------------------------------------------------------------------------------
+
+RUN_FILES = ("config.yaml", "patch.pt")
+
+
+def check_finished_run(run_dir: str | Path) -> Path:
+    """``run_dir`` holds a finished (or interrupted) attack run: its ``config.yaml`` and ``patch.pt``."""
+    run_dir = Path(str(run_dir)).expanduser()
+    for name in RUN_FILES:
+        if not (run_dir / name).is_file():
+            raise InputError(f"{run_dir} has no {name}; give run_dir= the output folder of a finished "
+                             "`python -m physattack` run (outputs/<date>/<time>).")
+    return run_dir
+
+
+@dataclass
+class FinishedRun:
+    """A run's configuration and rebuilt parts, and its attacked texture (as printed, when the run printed it)."""
+
+    run_dir: Path
+    cfg: DictConfig
+    metrics: dict
+    scene: object
+    victim: object
+    patch: object
+    renderer: object
+    eval_bank: object
+    image_size: tuple[int, int]
+    adv_texture: torch.Tensor
+    eval_pipeline: object
+    target: str | None
+    palette: torch.Tensor
+    colour_model: object
+
+    def plain_pipeline(self) -> ViewPipeline:
+        return ViewPipeline(self.renderer, self.eval_bank, self.image_size)
+
+
+def load_patch(patch, path: Path, device="cpu") -> None:
+    """Load ``patch.pt`` (data only) into ``patch``; one sentence when it does not fit."""
+    state = load_torch(path, "patch file", map_location=device)
+    try:
+        patch.load_state_dict(state["patch"] if isinstance(state, dict) and "patch" in state else state)
+    except (RuntimeError, KeyError, TypeError, AttributeError) as e:
+        raise InputError(f"{path} does not fit the patch its config.yaml builds; was the run folder edited? "
+                         f"({str(e).strip().splitlines()[0]})") from None
+
+
+def run_config_file(run_dir: Path) -> DictConfig:
+    try:
+        return OmegaConf.load(run_dir / "config.yaml")
+    except Exception as e:
+        raise InputError(f"{run_dir / 'config.yaml'} is not a readable config ({str(e).splitlines()[0]}).") from None
+
+
+def run_patch(run_dir: str | Path, device="cpu"):
+    """A finished run's config, scene and patch (its ``patch.pt`` loaded as data only)."""
+    run_dir = check_finished_run(run_dir)
+    cfg = run_config_file(run_dir)
+    built_scene = scene(cfg, device)
+    patch = make(cfg.patch, scene=built_scene).to(device)
+    load_patch(patch, run_dir / "patch.pt", device)
+    return cfg, built_scene, patch
+
+
+def finished_run(run_dir: str | Path, device="cpu", victim_node=None) -> FinishedRun:
+    """Rebuild the run in ``run_dir`` from its own ``config.yaml`` and ``patch.pt``."""
+    run_dir = check_finished_run(run_dir)
+    cfg, built_scene, patch = run_patch(run_dir, device)
+    metrics = {}
+    if (run_dir / "metrics.json").is_file():
+        try:
+            metrics = json.loads((run_dir / "metrics.json").read_text())
+        except json.JSONDecodeError:
+            raise InputError(f"{run_dir / 'metrics.json'} is not valid JSON; was the run folder edited?") from None
+    built_victim = victim(victim_node if victim_node is not None else cfg.victim, device)
+    renderer = make(cfg.renderer)
+    eval_bank = make(cfg.eot.eval_backgrounds)
+    size = (int(cfg.image_size), int(cfg.image_size))
+    palette, colour_model = printer(cfg, device)
+    pipeline = ViewPipeline(renderer, eval_bank, size)
+    with torch.no_grad():
+        adv = patch.apply(built_scene.texture)
+    if "model" in (cfg.get("printer") or {}):          # the run printed its patch: evaluate the print
+        with torch.no_grad():
+            adv = colour_model.print_patch(adv, patch.mask)
+        pipeline = photographed(pipeline, colour_model)
+    targeted = cfg.attack.get("objective", "targeted") in ("targeted", "mislabel")
+    return FinishedRun(run_dir, cfg, metrics, built_scene, built_victim, patch, renderer, eval_bank, size,
+                       adv.detach(), pipeline, cfg.attack.get("target") if targeted else None, palette, colour_model)
