@@ -9,7 +9,6 @@ SignNetTraining``, ``physattack.train.detector.DetNetTraining``) plus where to w
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import shlex
 import sys
@@ -18,10 +17,9 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
-from physattack.cli.door import entry
+from physattack.cli.door import did_you_mean, entry, parse_options, path_of, plain_help, wants_help
+from physattack.cli.rundir import ensure_writable
 from physattack.errors import InputError
 from physattack.train.classifier import SignNetTraining, train_signnet
 from physattack.train.detector import DetNetTraining, train_detnet
@@ -35,7 +33,7 @@ PROG = "python -m physattack.train"
 @dataclass
 class SignNetCommand(SignNetTraining):
     """Args:
-        out: weights file (.safetensors; its .json goes beside it); default the bundled assets/signnet.safetensors.
+        out: weights file (.safetensors; its .json goes beside it).
         overwrite: replace an existing weights file.
     """
 
@@ -46,7 +44,7 @@ class SignNetCommand(SignNetTraining):
 @dataclass
 class DetNetCommand(DetNetTraining):
     """Args:
-        out: weights file (.safetensors; its .json goes beside it); default the bundled assets/detnet.safetensors.
+        out: weights file (.safetensors; its .json goes beside it).
         overwrite: replace an existing weights file.
         threads: torch CPU threads.
     """
@@ -73,24 +71,25 @@ MODELS = {
 
 
 def usage() -> str:
-    lines = [f"{PROG} — train a bundled victim on physattack's own renders, writing <out>.safetensors and "
-             "<out>.json (held-out figures and the command that made them).", "",
-             f"usage: {PROG} <model> [key=value ...]      (a model's options: {PROG} <model> --help)", "",
-             "models:"]
-    lines += [f"  {name:<8} {m.what}" for name, m in MODELS.items()]
-    lines += ["", "canonical use:"] + [f"  {PROG} {m.example}" for m in MODELS.values()]
-    return "\n".join(lines)
+    return plain_help("physattack.train", "train a bundled victim on physattack's own renders, writing "
+                      "<out>.safetensors and <out>.json (held-out figures and the command that made them).",
+                      [f"{PROG} <model> [key=value ...]    (a model's options: {PROG} <model> --help)",
+                       *[f"{PROG} {m.example}" for m in MODELS.values()]],
+                      [f"{name:<8} {m.what}" for name, m in MODELS.items()]).replace("Options (key=value):",
+                                                                                        "Models:")
 
 
 def model_help(name: str) -> str:
     m = MODELS[name]
-    lines = [f"{PROG} {name} — train {m.what}.", "",
-             f"usage: {PROG} {name} [key=value ...]", f"canonical use: {PROG} {m.example}", "", "options:"]
     docs = _arg_docs(m.options)
-    for f in fields(m.options):
-        default = f.default if f.name != "out" else m.default_out()
-        lines.append(f"  {f.name}={default}".ljust(34) + docs.get(f.name, ""))
-    return "\n".join(lines)
+    options = [f"{f.name}={m.default_out() if f.name == 'out' else _show(f.default)}".ljust(30) + " "
+               + docs.get(f.name, "") for f in fields(m.options)]
+    return plain_help(f"physattack.train {name}", f"train {m.what}.",
+                      [f"{PROG} {name} [key=value ...]", f"{PROG} {m.example}"], options)
+
+
+def _show(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _arg_docs(cls: type) -> dict[str, str]:
@@ -110,24 +109,6 @@ def _arg_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def parse(name: str, argv: list[str]):
-    """The model's command options from ``key=value`` pairs; a mistyped key gets a "did you mean"."""
-    options = MODELS[name].options
-    bad = [a for a in argv if "=" not in a]
-    if bad:
-        raise InputError(f"Options are key=value pairs (e.g. {PROG} {MODELS[name].example}); got {bad[0]!r}.")
-    known = [f.name for f in fields(options)]
-    for key in (a.split("=", 1)[0] for a in argv):
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=2)
-            hint = f"did you mean {' or '.join(close)}? " if close else ""
-            raise InputError(f"{name} has no option '{key}'; {hint}its options are {', '.join(known)}.")
-    try:
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(options), OmegaConf.from_dotlist(argv)))
-    except OmegaConfBaseException as e:
-        raise InputError(f"{str(e).splitlines()[0]} (see {PROG} {name} --help).") from None
-
-
 @entry
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -139,14 +120,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name, rest = argv[0], argv[1:]
     if name not in MODELS:
-        close = difflib.get_close_matches(name, list(MODELS), n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
-        raise InputError(f"Unknown model '{name}'; {hint}train one of {', '.join(MODELS)} ({PROG} --help).")
-    if any(a in {"-h", "--help"} for a in rest):
+        raise InputError(f"Unknown model '{name}'{did_you_mean(name, MODELS)}; train one of {', '.join(MODELS)} "
+                         f"({PROG} --help).")
+    if wants_help(rest):
         print(model_help(name))
         return 0
-    cmd = parse(name, rest)
-    out = check_target(Path(cmd.out) if cmd.out else MODELS[name].default_out(), cmd.overwrite)
+    cmd = parse_options(MODELS[name].options, rest, f"{PROG} {name} --help lists them")
+    out = check_target(path_of(cmd.out) if cmd.out else MODELS[name].default_out(), cmd.overwrite)
+    ensure_writable(out.parent, "out")
     if name == "detnet":
         torch.set_num_threads(cmd.threads)
         model, meta = train_detnet(cmd)

@@ -4,8 +4,6 @@ unless asked."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from safetensors.torch import save_file
@@ -16,22 +14,14 @@ from physattack.errors import InputError
 
 
 def check_target(out: str | Path, overwrite: bool = False) -> Path:
-    """``out`` as a weights path that may be written: a ``.safetensors`` name in a writable folder, not
-    an existing file unless ``overwrite``. Call it before training, so that no hour is lost."""
+    """``out`` as a weights path that may be written: a ``.safetensors`` name, not an existing file
+    unless ``overwrite``. Call it before training, so that no hour is lost."""
     out = Path(out)
     if out.suffix != ".safetensors":
         raise InputError(f"out={out} must name a .safetensors file (the metadata goes beside it as .json).")
     if not overwrite and (out.exists() or out.with_suffix(".json").exists()):
         raise InputError(f"{out} already exists (or its .json does); choose another out= or add overwrite=true "
                          "to replace it.")
-    folder = next((p for p in (out.parent.absolute(), *out.parent.absolute().parents) if p.exists()))
-    try:                                    # a real probe: permission bits lie on /proc, read-only mounts, ...
-        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise InputError(f"Cannot write {out}: {folder} is not a writable folder ({e.strerror}); choose another "
-                         "out=.") from None
     return out
 
 

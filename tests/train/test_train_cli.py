@@ -72,4 +72,4 @@ def test_an_unwritable_folder_is_refused_before_training(tmp_path, capsys):
     blocker.write_text("not a folder")
     assert main(["signnet", f"out={blocker / 'w.safetensors'}"]) == 2
     err = capsys.readouterr().err
-    assert "not a writable folder" in err and err.count("\n") == 1
+    assert "Cannot write the output folder" in err and err.count("\n") == 1
