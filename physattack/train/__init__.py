@@ -1,1 +1,7 @@
-"""Training the bundled victims on rendered views."""
+"""Training the bundled victims on rendered views (``python -m physattack.train signnet|detnet``)."""
+
+from physattack.train.classifier import SignNetTraining, train_signnet
+from physattack.train.detector import DetNetTraining, train_detnet
+from physattack.train.weights import check_target, save_weights
+
+__all__ = ["DetNetTraining", "SignNetTraining", "check_target", "save_weights", "train_detnet", "train_signnet"]

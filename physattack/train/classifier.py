@@ -7,7 +7,7 @@ evaluation grid, so its accuracy is measured on backgrounds and lighting the net
 
 From Python::
 
-    model, meta = train_signnet(SignNetTraining(per_class=1500, epochs=14))
+    model, meta = train_signnet(SignNetTraining(per_class=1200, epochs=10))
     save_weights("signnet.safetensors", model, meta)
 """
 
