@@ -47,8 +47,8 @@ def protocol_grid(bank: BackgroundBank) -> EvalGrid:
 def physattack_patch(scene, victim, args) -> tuple[torch.Tensor, float, int, float]:
     """The canonical attack (conf defaults): attacked texture, wall seconds, victim passes, area fraction."""
     if args.physattack_run:
-        from physattack.runs import load_run
-        run = load_run(args.physattack_run)
+        from physattack.cli.build import finished_run
+        run = finished_run(args.physattack_run)
         m = run.metrics
         passes = (m["steps_done"] + run.cfg.attack.mask_search_steps * (run.cfg.patch.shape == "search")) * m["batch_size"]
         return run.adv_texture, float(m["attack_seconds"]), int(passes), float(m["patch_area_fraction"])

@@ -58,10 +58,11 @@ def run_attack(cfg: DictConfig, run_dir: str | Path) -> dict:
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     if guard_own_folder(run_dir, config_yaml) and run.resume is None:
         run.resume = str(run_dir)            # a requeued (pre-empted) job continues where it stopped
+    resumed = load_torch(checkpoint_file(run.resume), "checkpoint") if run.resume else None
     parts = build.attack_parts(cfg, run, device)
-    save_text(run_dir / "config.yaml", config_yaml)
     tracker = build.make(cfg.logger, dir=str(run_dir), run_config=OmegaConf.to_container(cfg, resolve=True),
-                         _recursive_=False, _convert_="all", **tracking_identity(cfg, run.resume))
+                         _recursive_=False, _convert_="all", **tracking_identity(cfg, resumed))
+    save_text(run_dir / "config.yaml", config_yaml)
     try:
         metrics = attack_and_report(parts, run, run_dir, tracker)
     finally:
@@ -155,9 +156,14 @@ def log_classifier_run(tracker, metrics: dict, paths: dict, grid_result, labels,
     tracker.log_artifact(f"patch-{scene_name}", "patch", [paths["patch"], paths["texture"], paths["patch_state"]])
 
 
-def tracking_identity(cfg: DictConfig, resume: str | None) -> dict:
+def checkpoint_file(resume: str | Path) -> Path:
+    path = Path(resume)
+    return path / "checkpoint.pt" if path.is_dir() else path
+
+
+def tracking_identity(cfg: DictConfig, resumed: dict | None) -> dict:
     """W&B grouping: one group per sweep, one named job per run, tags from the overrides; and the
-    W&B run to continue when resuming from a checkpoint."""
+    W&B run to continue when resuming from a checkpoint (``resumed``, its contents)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -168,10 +174,8 @@ def tracking_identity(cfg: DictConfig, resume: str | None) -> dict:
         hc = HydraConfig.get()
         group = cfg.logger.get("group") or "sweep-" + Path(hc.sweep.dir).as_posix().strip("/").replace("/", "-")
         out.update(group=group, name=f"{group}-{hc.job.num}", tags=[str(o) for o in hc.overrides.task][:64])
-    if resume:
-        ckpt = Path(resume) / "checkpoint.pt" if Path(resume).is_dir() else Path(resume)
-        if ckpt.is_file():
-            out["resume_id"] = load_torch(ckpt, "checkpoint").get("wandb_run_id")
+    if isinstance(resumed, dict) and resumed.get("wandb_run_id"):
+        out["resume_id"] = resumed["wandb_run_id"]
     return out
 
 

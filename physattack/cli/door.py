@@ -84,7 +84,7 @@ def run_hydra(command: HydraCommand, argv: list[str] | None = None) -> int:
     import hydra
     from hydra._internal.utils import get_args_parser
 
-    from physattack.cli.rundir import claim_output
+    from physattack.cli.rundir import claim_output, remove_if_untouched
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = get_args_parser().parse_args(argv)
@@ -92,6 +92,7 @@ def run_hydra(command: HydraCommand, argv: list[str] | None = None) -> int:
         print(help_text(command))
         return 0
     extra: list[str] = []
+    made = None
     if not (args.hydra_help or args.info or args.shell_completion or args.experimental_rerun):
         config_name = args.config_name or command.config_name
         try:
@@ -102,7 +103,7 @@ def run_hydra(command: HydraCommand, argv: list[str] | None = None) -> int:
                 if command.check is not None:
                     command.check(cfg)
                 if not args.multirun:
-                    extra = claim_output(command.output, cfg, args.overrides)
+                    extra, made = claim_output(command.output, cfg, args.overrides)
         except Exception as exc:
             err = input_error(exc)
             if err is None:
@@ -117,6 +118,7 @@ def run_hydra(command: HydraCommand, argv: list[str] | None = None) -> int:
             err = input_error(exc)
             if err is None or under_submitit():
                 raise                  # submitit reports exceptions, not exit statuses (NOTES.md)
+            remove_if_untouched(made)
             sys.exit(fail(err))
 
     saved = sys.argv

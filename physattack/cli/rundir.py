@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -48,8 +49,9 @@ def named(overrides: list[str], key: str) -> bool:
     return any(re.match(rf"^\+*{re.escape(key)}=", o) for o in overrides)
 
 
-def claim_output(kind: str, cfg, overrides: list[str]) -> list[str]:
-    """Choose and check this run's folder; returns the overrides that point Hydra at it."""
+def claim_output(kind: str, cfg, overrides: list[str]) -> tuple[list[str], tuple[Path, Path] | None]:
+    """Choose and check this run's folder; returns the overrides that point Hydra at it, and the
+    folder when this call made it (so that a run refused on its input can leave nothing behind)."""
     explicit = named(overrides, "hydra.run.dir")
     wanted = Path(str(cfg.hydra.run.dir)).expanduser()
     resume = cfg.get("resume") if kind == "run" else None
@@ -63,8 +65,26 @@ def claim_output(kind: str, cfg, overrides: list[str]) -> list[str]:
         out = wanted
     else:
         out = free_folder(wanted)
+    made = next((f for f in reversed([out, *out.parents]) if not f.exists()), None)
     ensure_writable(out, "hydra.run.dir")
-    return [] if (explicit and out == wanted) else [f"hydra.run.dir={quote(out)}"]
+    return ([] if (explicit and out == wanted) else [f"hydra.run.dir={quote(out)}"]), \
+        ((out, made) if made is not None else None)
+
+
+def remove_if_untouched(made: tuple[Path, Path] | None) -> None:
+    """Remove the run folder ``claim_output`` made in this process (and the parents it made with it)
+    when the run was refused before it saved any work (no checkpoint, patch or metrics): a run refused
+    on its input leaves nothing behind."""
+    if made is None:
+        return
+    folder, top = made
+    if not folder.is_dir() or any((folder / name).exists() for name in ("checkpoint.pt", "patch.pt", "metrics.json")):
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    for parent in folder.parents:
+        if parent == top.parent or not parent.is_dir() or any(parent.iterdir()):
+            break
+        parent.rmdir()
 
 
 def ensure_writable(folder: Path, key: str) -> None:

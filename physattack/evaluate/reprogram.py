@@ -79,7 +79,7 @@ def report_reprogram(*, scene, patch, victim, attack, result, eval_pipeline, gri
                   pipeline=eval_pipeline, params=params, digits_per_view=digits_per_view, batch_size=batch_size,
                   colour_model=colour_model)
     true, pred, examples = task_predictions(patch=patch, keep=16, **common)
-    control = FramePatch(patch.mask.cpu(), cell_px=getattr(patch, "cell_px", 8), init_scale=2.0,
+    control = FramePatch(patch.mask.cpu(), cell_px=patch.cell_px, init_scale=2.0,
                          generator=torch.Generator().manual_seed(1)).to(scene.texture.device)
     _, control_pred, _ = task_predictions(patch=control, **common)
     classes = attack.classes

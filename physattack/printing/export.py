@@ -489,17 +489,6 @@ def export_patch(out_dir: str | Path, *, scene, texture: Tensor, sticker_mask: T
                          overwrite=overwrite)
 
 
-def free_folder(path: str | Path) -> Path:
-    """``path`` if it does not exist yet, else the first of ``path-2``, ``path-3``, ... that does not."""
-    path = Path(path)
-    k = 2
-    candidate = path
-    while candidate.exists():
-        candidate = path.with_name(f"{path.name}-{k}")
-        k += 1
-    return candidate
-
-
 __all__ = ["ExportError", "ExportOptions", "Sticker", "export_bundle", "export_patch",
-           "find_stickers", "free_folder", "pixel_count", "read_png_dpi", "read_png_rgba", "save_png",
+           "find_stickers", "pixel_count", "read_png_dpi", "read_png_rgba", "save_png",
            "texel_of_pixel", "texels_from_pixels", "texels_to_pixels", "to_uint8"]

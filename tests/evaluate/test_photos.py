@@ -16,7 +16,7 @@ from physattack.eot import BackgroundBank, EvalGrid, ViewPipeline
 from physattack.evaluate.metrics import wilson_interval
 from physattack.evaluate.photos import (BoxFile, DetectorCropper, PhotoError, WholePhoto, classify_photos,
                                         evaluate_photo_folder, list_photos, to_tensor)
-from physattack.evaluate_photos import main as photos_main
+from physattack.cli.photos import main as photos_main
 from physattack.patch import bars_mask
 from physattack.printing import ColourModel
 from physattack.render import Renderer

@@ -7,7 +7,8 @@ import torch
 
 from physattack.patch import sticker_for_scene
 from physattack.printing import load_colour_model, load_palette
-from physattack.printing.export import ExportOptions, export_patch
+from physattack.cli import build
+from physattack.printing.export import ExportOptions
 
 
 @pytest.fixture(scope="session")
@@ -23,11 +24,11 @@ def bars_patch(stop_scene):
 
 
 def sticker_export(out, scene, patch, **kw) -> dict:
-    """``export_patch`` of a sticker patch: the patch's texture and mask, not the patch (printing knows no patch)."""
-    with torch.no_grad():
-        texture = patch.apply(scene.texture)
-    return export_patch(out, scene=scene, texture=texture, sticker_mask=patch.mask,
-                        palette_constrained=patch.palette_constrained, patch_type=type(patch).__name__, **kw)
+    """The print bundle of a sticker patch, as every command makes it (``physattack.cli.build.export_patch``)."""
+    kw.setdefault("palette", None)
+    kw.setdefault("colour_model", None)
+    kw.setdefault("options", None)
+    return build.export_patch(out, scene=scene, patch=patch, source={}, **kw)
 
 
 @pytest.fixture(scope="session")

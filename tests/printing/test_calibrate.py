@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pdfread import read_pdf
-from physattack.calibrate import main as calibrate_main
+from physattack.cli.calibrate import main as calibrate_main
 from physattack.printing import load_colour_model, load_palette
 from physattack.printing.calibrate import (CalibrationError, ChartLayout, chart_layout, detect_markers, draw_chart,
                                            fit_photo, linear_to_srgb, srgb_to_linear)

@@ -12,7 +12,8 @@ from physattack.config import RunConfig
 from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
 from physattack.patch import PatchError, StickerPatch, sticker_for_scene
 from physattack.printing import load_colour_model, load_palette
-from physattack.printing.export import ExportOptions, export_patch, read_png_rgba
+from physattack.cli.build import export_patch
+from physattack.printing.export import ExportOptions, read_png_rgba
 from physattack.render import Renderer
 
 
@@ -73,8 +74,8 @@ def test_attack_with_palette_stickers_exports_only_palette_colours(stop_scene, s
     assert result.best_step >= 3                               # only hard (final) colours can be the best
     patch.load_state_dict(result.best_state)
     assert patch.colors_final
-    manifest = export_patch(tmp_path / "export", scene=stop_scene, patch=patch, palette=palette,
-                            options=ExportOptions(dpi=40, paper="fit"))
+    manifest = export_patch(tmp_path / "export", scene=stop_scene, patch=patch, palette=palette, colour_model=None,
+                            options=ExportOptions(dpi=40, paper="fit"), source={})
     assert manifest["palette_constrained"] and manifest["sticker_texels_on_palette"] == 1.0
     pal = _keys((palette.numpy() * 255).round().astype(np.uint8))
     pixels = read_png_rgba(tmp_path / "export" / "patch.png")
@@ -85,6 +86,6 @@ def test_attack_with_palette_stickers_exports_only_palette_colours(stop_scene, s
         assert np.isin(_keys(px[px[..., 3] > 0][:, :3]), pal).all()
     # the free-colour patch of the same run is not on the palette: the check can fail
     free = sticker_for_scene(stop_scene, shape="bars", area=0.1)
-    m = export_patch(tmp_path / "free", scene=stop_scene, patch=free, palette=palette,
-                     options=ExportOptions(dpi=20, paper="fit"))
+    m = export_patch(tmp_path / "free", scene=stop_scene, patch=free, palette=palette, colour_model=None,
+                     options=ExportOptions(dpi=20, paper="fit"), source={})
     assert m["sticker_texels_on_palette"] == 0.0

@@ -79,7 +79,7 @@ def test_unknown_target_label_lists_the_victims_labels(tmp_path):
 def test_missing_weights_file_says_what_to_do(tmp_path):
     msg = one_sentence_error(run_cli(["+scene=stop_sign", f"victim.weights={tmp_path / 'none.safetensors'}"],
                                      tmp_path))
-    assert "none.safetensors" in msg and "physattack.victims.train" in msg
+    assert "none.safetensors" in msg and "physattack.train signnet" in msg
 
 
 def test_mesh_without_uvs_is_refused(tmp_path):
