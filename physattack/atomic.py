@@ -58,9 +58,16 @@ def save_rgb_png(path: str | Path, image: np.ndarray | torch.Tensor) -> Path:
     """Save an RGB image: H×W×3 uint8, or a 3×H×W float tensor in [0, 1]."""
     if isinstance(image, torch.Tensor):
         image = (image.detach().clamp(0, 1).permute(1, 2, 0).cpu().numpy() * 255).round().astype(np.uint8)
+    return save_png(path, image)
+
+
+def save_png(path: str | Path, image: np.ndarray) -> Path:
+    """Save a uint8 image as PNG: H×W (grey), H×W×3 (RGB) or H×W×4 (RGBA)."""
+    if image.ndim == 3:
+        image = cv2.cvtColor(image, cv2.COLOR_RGB2BGR if image.shape[2] == 3 else cv2.COLOR_RGBA2BGRA)
 
     def write(p: Path) -> None:
-        if not cv2.imwrite(str(p), cv2.cvtColor(image, cv2.COLOR_RGB2BGR)):
+        if not cv2.imwrite(str(p), image):
             raise OSError(f"OpenCV could not write {p}.")
     return save_with(path, write)
 

@@ -1,7 +1,8 @@
 """The arrows of shared/DESIGN.md's parts table, held by parsing every module's imports.
 
 Every ``import physattack.X...`` / ``from physattack.X import ...`` anywhere in a module (inside
-functions and ``TYPE_CHECKING`` blocks too) is an arrow from the module's part to X's part. A part
+functions and ``TYPE_CHECKING`` blocks too) is an arrow from the module's part to X's part, except in
+a module's ``if __name__ == "__main__":`` block, which is a command shim (it may call cli). A part
 may import only the parts ``ALLOWED`` lists for it (its own modules, and the shared top-level
 modules, always); and the arrows between parts have no cycle.
 """
@@ -21,7 +22,7 @@ PACKAGE = Path(physattack.__file__).parent
 SHARED = {"__init__", "errors", "atomic", "config", "imageio", "labels", "units"}
 
 #: Entry points outside ``cli/``: ``python -m`` shims over ``physattack.cli`` (they count as cli).
-COMMAND_SHIMS = {"__main__", "export", "transfer", "atlas", "calibrate", "evaluate_photos", "runs",
+COMMAND_SHIMS = {"__main__", "export", "transfer", "atlas", "calibrate", "evaluate_photos",
                  "evaluate.__main__", "train.__main__"}
 
 PARTS = ["scene", "render", "eot", "patch", "printing", "victims", "attack", "evaluate", "train", "tracking", "cli"]
@@ -74,8 +75,13 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
     tree = ast.parse(path.read_text(), filename=str(path))
     here = module_name(path).split(".")
     package = here if path.name == "__init__.py" else here[:-1]
+    shims = [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) in
+             ("__name__ == '__main__'", '__name__ == "__main__"')]
+    in_shim = {id(sub) for n in shims for sub in ast.walk(n)}
     found = []
     for node in ast.walk(tree):
+        if id(node) in in_shim:
+            continue
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):

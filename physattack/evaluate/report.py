@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import cv2
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from physattack.atomic import save_figure, save_json, save_rgb_png, save_torch, save_with
+from physattack.atomic import save_figure, save_json, save_png, save_rgb_png, save_torch
 from physattack.evaluate.grid import GridResult
 from physattack.evaluate.plots import success_heatmap, training_curves, views_gallery
 
@@ -18,12 +17,7 @@ def save_patch_png(path: Path, colors: torch.Tensor, mask: torch.Tensor) -> Path
     """The patch in texture space as RGBA: its colours where it lives, transparent elsewhere."""
     rgb = (colors.detach().clamp(0, 1).permute(1, 2, 0).cpu().numpy() * 255).round().astype(np.uint8)
     alpha = (mask[0].detach().cpu().numpy() * 255).round().astype(np.uint8)
-    rgba = np.concatenate([rgb, alpha[..., None]], axis=2)
-
-    def write(tmp: Path) -> None:
-        if not cv2.imwrite(str(tmp), cv2.cvtColor(rgba, cv2.COLOR_RGBA2BGRA)):
-            raise OSError(f"OpenCV could not write {tmp}.")
-    return save_with(path, write)
+    return save_png(path, np.concatenate([rgb, alpha[..., None]], axis=2))
 
 
 def write_run_outputs(run_dir: Path, *, patch, adv_texture, result: GridResult, labels: tuple[str, ...],

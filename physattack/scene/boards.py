@@ -12,9 +12,9 @@ import cv2
 import numpy as np
 import yaml
 
-from physattack.atomic import save_rgb_png, save_text
+from physattack.atomic import save_png, save_rgb_png, save_text
 from physattack.scene.mesh import save_obj
-from physattack.scene.signs import SignDesign, _rect, build_mesh, save_mask_png
+from physattack.scene.signs import SignDesign, _rect, build_mesh
 
 A4_M = (0.210, 0.297)
 WINDOW_M = 0.11                         # side of the square window, centred on the card
@@ -50,7 +50,7 @@ def write_board_scene(out: Path, mount_height_m: float = 1.3) -> Path:
     margin = max(1, int(0.004 * scale))          # keep the program off the window's cut line
     mask[y0 - margin:y1 + margin, x0 - margin:x1 + margin] = 0
     save_rgb_png(folder / "texture.png", img)
-    save_mask_png(folder / "face_mask.png", mask)
+    save_png(folder / "face_mask.png", mask)
     save_obj(build_mesh(BOARD, thickness_m=0.003, mount_height_m=mount_height_m, post_width_m=0.03),
              folder / "sign.obj")
     desc = {

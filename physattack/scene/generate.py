@@ -1,4 +1,5 @@
-"""Write the bundled sign scenes: ``python -m physattack.scene.generate [--out DIR]``.
+"""Write the bundled sign scenes (the command is ``python -m physattack.scene.generate``, in
+``physattack.cli.scenes``).
 
 Each sign gets ``DIR/<name>/`` with ``sign.obj``, ``sign.mtl``, ``texture.png``, ``face_mask.png``
 and ``scene.yaml``. The output is deterministic, so regenerating leaves the bundled files unchanged.
@@ -6,16 +7,14 @@ and ``scene.yaml``. The output is deterministic, so regenerating leaves the bund
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import yaml
 
-from physattack.atomic import save_rgb_png, save_text
+from physattack.atomic import save_png, save_rgb_png, save_text
 from physattack.scene.mesh import save_obj
 from physattack.scene.boards import write_board_scene
-from physattack.scene.scene import bundled_scenes_dir
-from physattack.scene.signs import SIGNS, SignDesign, build_mesh, draw_texture, save_mask_png
+from physattack.scene.signs import SIGNS, SignDesign, build_mesh, draw_texture
 
 
 def write_sign_scene(design: SignDesign, out: Path) -> Path:
@@ -23,7 +22,7 @@ def write_sign_scene(design: SignDesign, out: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     texture, mask, size_m = draw_texture(design)
     save_rgb_png(folder / "texture.png", texture)
-    save_mask_png(folder / "face_mask.png", mask)
+    save_png(folder / "face_mask.png", mask)
     save_obj(build_mesh(design), folder / "sign.obj")
     desc = {
         "name": design.name,
@@ -39,14 +38,8 @@ def write_sign_scene(design: SignDesign, out: Path) -> Path:
     return folder
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=bundled_scenes_dir(), help="folder to write scenes into")
-    args = parser.parse_args(argv)
-    for design in SIGNS.values():
-        print(f"wrote {write_sign_scene(design, args.out)}")
-    print(f"wrote {write_board_scene(args.out)}")
+if __name__ == "__main__":          # the command lives in physattack.cli.scenes
+    import sys
 
-
-if __name__ == "__main__":
-    main()
+    from physattack.cli.scenes import main
+    sys.exit(main())

@@ -16,7 +16,6 @@ import cv2
 import numpy as np
 import torch
 
-from physattack.atomic import save_with
 from physattack.scene.mesh import Material, Mesh
 
 RED = (190, 30, 45)
@@ -159,14 +158,6 @@ SIGNS: dict[str, SignDesign] = {d.name: d for d in [
     SignDesign("railroad_crossing", "railroad_crossing", _regular(40, 0.45, 0.0), _draw_railroad,
                "US W10-1 railroad crossing advance warning, 900 mm circle"),
 ]}
-
-
-def save_mask_png(path, mask: np.ndarray) -> None:
-    """Write an H×W uint8 mask as a one-channel PNG, atomically."""
-    def write(p) -> None:
-        if not cv2.imwrite(str(p), mask):
-            raise OSError(f"OpenCV could not write {p}.")
-    save_with(path, write)
 
 
 def draw_texture(design: SignDesign) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:

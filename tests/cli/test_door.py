@@ -51,6 +51,7 @@ def test_scene_without_plus_and_missing_scene(in_tmp, capsys):
     ("physattack.cli.calibrate", ["python -m physattack.calibrate", "chart", "fit"]),
     ("physattack.cli.photos", ["python -m physattack.evaluate_photos", "true_label"]),
     ("physattack.cli.train", ["python -m physattack.train", "signnet", "detnet"]),
+    ("physattack.cli.scenes", ["python -m physattack.scene.generate", "out", "overwrite"]),
 ])
 def test_every_command_answers_help_with_its_own_name(module, words, capsys):
     assert call(importlib.import_module(module).main, ["--help"]) == 0

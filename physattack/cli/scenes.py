@@ -1,0 +1,53 @@
+"""``python -m physattack.scene.generate [out=<folder>] [overwrite=false]``: draw every bundled sign with
+OpenCV, extrude it into a UV-mapped plate and write its scene folder (and the reprogramming board).
+
+The output is deterministic: regenerating the bundled scenes (``overwrite=true``) leaves their files
+unchanged. A scene folder that exists is never replaced without ``overwrite=true``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from physattack.cli.door import entry, parse_options, plain_help, wants_help
+from physattack.cli.rundir import ensure_writable
+from physattack.errors import InputError
+
+USAGE = "python -m physattack.scene.generate [out=<folder>] [overwrite=false]"
+
+
+@dataclass
+class GenerateCommand:
+    out: str | None = None        # default: the bundled scenes/ folder
+    overwrite: bool = False
+
+
+@entry
+def main(argv: list[str] | None = None) -> int:
+    from physattack.scene.boards import write_board_scene
+    from physattack.scene.generate import write_sign_scene
+    from physattack.scene.scene import bundled_scenes_dir
+    from physattack.scene.signs import SIGNS
+
+    argv = sys.argv[1:] if argv is None else argv
+    if wants_help(argv):
+        print(plain_help("physattack.scene.generate", "draw every bundled sign with OpenCV, extrude it into a "
+                         "UV-mapped plate and write its scene folder (sign.obj, sign.mtl, texture.png, "
+                         "face_mask.png, scene.yaml), and the reprogramming board.", [USAGE],
+                         ["out: the folder to write the scene folders into (default: the bundled scenes/)",
+                          "overwrite: replace scene folders that exist (default false)"]))
+        return 0
+    cmd = parse_options(GenerateCommand, argv, USAGE)
+    out = Path(cmd.out).expanduser() if cmd.out else bundled_scenes_dir()
+    names = [*SIGNS, "reprogram_board"]
+    taken = [n for n in names if (out / n).exists()]
+    if taken and not cmd.overwrite:
+        raise InputError(f"{out} already holds scene folder(s) {', '.join(taken)}; choose another out= or add "
+                         "overwrite=true to write over them.")
+    ensure_writable(out, "out")
+    for design in SIGNS.values():
+        print(f"wrote {write_sign_scene(design, out)}")
+    print(f"wrote {write_board_scene(out)}")
+    return 0
