@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from physattack.eot import LIGHTING_PRESETS, BackgroundBank, SceneParams, ViewPipeline, ViewSampler
-from physattack.errors import InputError
+from physattack.errors import InputError, check_range
 from physattack.render import Renderer
 from physattack.scene import load_scene
 from physattack.scene.signs import SIGNS
@@ -56,12 +56,9 @@ class SignNetTraining:
 
     def __post_init__(self) -> None:
         for name in ("per_class", "test_per_class", "epochs", "batch_size", "width"):
-            if getattr(self, name) < 1:
-                raise InputError(f"{name} must be at least 1, got {getattr(self, name)}.")
-        if self.image_size < 8:
-            raise InputError(f"image_size must be at least 8 pixels, got {self.image_size}.")
-        if not self.lr > 0:
-            raise InputError(f"lr must be positive, got {self.lr}.")
+            check_range(name, getattr(self, name), 1, integer=True)
+        check_range("image_size", self.image_size, 8, integer=True, why="pixels")
+        check_range("lr", self.lr, 0, lo_open=True)
         if self.batch_size > self.per_class * len(SIGNS):
             raise InputError(f"batch_size={self.batch_size} is more than the {self.per_class * len(SIGNS)} training "
                              f"renders ({len(SIGNS)} signs x per_class={self.per_class}); lower batch_size or raise "

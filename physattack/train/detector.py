@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from physattack.eot import LIGHTING_PRESETS, BackgroundBank, EvalGrid, ViewPipeline, ViewSampler
 from physattack.eot.frames import FrameGrid, FrameLayout, FrameSampler, render_frames
-from physattack.errors import InputError
+from physattack.errors import InputError, check_range
 from physattack.evaluate.detection import class_ap
 from physattack.render import Renderer
 from physattack.scene import load_scene
@@ -65,14 +65,11 @@ class DetNetTraining:
 
     def __post_init__(self) -> None:
         for name in ("frames", "test_frames", "epochs", "batch_size", "width", "neck"):
-            if getattr(self, name) < 1:
-                raise InputError(f"{name} must be at least 1, got {getattr(self, name)}.")
-        if self.image_size < 16 or self.image_size % 16:
-            raise InputError(f"image_size must be a multiple of 16 of at least 16 pixels, got {self.image_size}.")
-        if not self.lr > 0:
-            raise InputError(f"lr must be positive, got {self.lr}.")
-        if not 0 < self.score_threshold < 1:
-            raise InputError(f"score_threshold must be in (0, 1), got {self.score_threshold}.")
+            check_range(name, getattr(self, name), 1, integer=True)
+        if check_range("image_size", self.image_size, 16, integer=True, why="pixels") % 16:
+            raise InputError(f"image_size must be a multiple of 16 pixels (DetNet's stride); got {self.image_size}.")
+        check_range("lr", self.lr, 0, lo_open=True)
+        check_range("score_threshold", self.score_threshold, 0, 1, lo_open=True, hi_open=True)
         if self.batch_size > self.frames:
             raise InputError(f"batch_size={self.batch_size} is more than the {self.frames} training frames; lower "
                              "batch_size or raise frames.")

@@ -54,7 +54,7 @@ def test_help_names_the_command_and_its_options(capsys):
 @pytest.mark.parametrize("argv, words", [
     (["signet"], "did you mean signnet"),
     (["signnet", "epoch=3"], "did you mean epochs"),
-    (["signnet", "epochs=0"], "epochs must be at least 1"),
+    (["signnet", "epochs=0"], "epochs must be an integer >= 1"),
     (["signnet", "epochs=many"], "could not be converted"),
     (["signnet", "--epochs", "3"], "key=value"),
     (["signnet", "per_class=1", "batch_size=128"], "batch_size=128 is more than"),
