@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from physattack.atomic import save_figure, save_json, save_rgb_png, save_text
 from physattack.cli import build
 from physattack.cli.attack import require_scene
-from physattack.cli.door import HydraCommand, run_hydra
+from physattack.cli.door import HydraCommand
 from physattack.eot import ViewPipeline
 from physattack.errors import InputError
 from physattack.evaluate.atlas import build_atlas, default_axes, with_axes
@@ -55,10 +55,7 @@ def run_atlas(cfg: DictConfig, out: str | Path) -> tuple[dict, str]:
     return data, text
 
 
-def task(cfg: DictConfig) -> None:
-    from hydra.core.hydra_config import HydraConfig
-
-    out = Path(HydraConfig.get().runtime.output_dir)
+def task(cfg: DictConfig, out: Path) -> None:
     _, text = run_atlas(cfg, out)
     print(text)
     print(f"atlas in {out} (reuse it in evaluations with evaluation.settings.atlas_path={out / 'atlas.json'})")
@@ -70,8 +67,6 @@ COMMAND = HydraCommand(
             "victim already fails without any patch.",
     usage=("python -m physattack.atlas +scene=stop_sign",
            "python -m physattack.atlas +scene=stop_sign victim=detnet axes=[azimuth_deg,distance_m]"),
-    task=task, output="run")
+    task=task, output="run", check=require_scene)
 
-
-def main(argv: list[str] | None = None) -> int:
-    return run_hydra(COMMAND, argv)
+main = COMMAND.main

@@ -17,7 +17,7 @@ from physattack.atomic import load_torch, save_text
 from physattack.attack import AttackSetup
 from physattack.attack.reprogram import ReprogramAttack
 from physattack.cli import build
-from physattack.cli.door import HydraCommand, check_constructors, compose_checked, exit_if_interrupted, run_hydra
+from physattack.cli.door import HydraCommand, check_constructors, compose_checked, exit_if_interrupted
 from physattack.cli.rundir import ensure_writable, free_folder, guard_own_folder
 from physattack.config import RunConfig
 from physattack.errors import InputError
@@ -38,12 +38,9 @@ def compose(*overrides: str) -> DictConfig:
 
 def require_scene(cfg: DictConfig) -> None:
     if OmegaConf.is_missing(cfg, "scene"):
-        from hydra import initialize_config_module
-        from hydra.core.global_hydra import GlobalHydra
+        from physattack.scene.scene import bundled_scenes_dir
 
-        GlobalHydra.instance().clear()
-        with initialize_config_module(config_module="physattack.conf", version_base="1.3"):
-            options = ", ".join(sorted(GlobalHydra.instance().config_loader().get_group_options("scene")))
+        options = ", ".join(sorted(p.name for p in bundled_scenes_dir().iterdir() if (p / "scene.yaml").is_file()))
         raise InputError(f"No scene chosen: add +scene=stop_sign to the command (scenes: {options}).")
 
 
@@ -200,14 +197,11 @@ def headline(metrics: dict) -> str:
             f"{clean['rate']:.1%} of {clean['n']}; patch covers {metrics['patch_area_fraction']:.1%} of the face.")
 
 
-def task(cfg: DictConfig) -> float | None:
+def task(cfg: DictConfig, run_dir: Path) -> float | None:
     """The Hydra task: run, print the headline, and return the held-out success rate (task accuracy
     for reprogramming), the value a Hydra sweeper (e.g. Optuna) optimizes."""
-    from hydra.core.hydra_config import HydraConfig
-
     from physattack.evaluate.protocol import heldout_line
 
-    run_dir = HydraConfig.get().runtime.output_dir
     metrics = run_attack(cfg, run_dir)
     if "heldout" in metrics:
         print(heldout_line(metrics["heldout"]))
@@ -229,8 +223,6 @@ COMMAND = HydraCommand(
            "python -m physattack +scene=stop_sign attack=hide victim=detnet",
            "python -m physattack +scene=stop_sign resume=outputs/<date>/<time>",
            "python -m physattack --multirun +scene=stop_sign patch.area=0.05,0.10 seed=0,1"),
-    task=task, output="run")
+    task=task, output="run", check=require_scene)
 
-
-def main(argv: list[str] | None = None) -> int:
-    return run_hydra(COMMAND, argv)
+main = COMMAND.main

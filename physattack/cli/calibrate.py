@@ -11,12 +11,11 @@ named ``out=`` that exists is refused unless ``overwrite=true``. The work is in
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from physattack.atomic import save_json, save_rgb_png
-from physattack.cli.door import entry, parse_options, plain_help, wants_help
+from physattack.cli.door import key_value_command, parse_options
 from physattack.errors import InputError
 from physattack.printing import load_palette
 from physattack.printing.calibrate import ChartLayout, annotate_reading, chart_layout, fit_photo, write_chart
@@ -87,16 +86,12 @@ def fit(photo: str, cmd: FitCommand) -> tuple[Path, dict]:
     return out, stats
 
 
-@entry
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if wants_help(argv):
-        print(plain_help("physattack.calibrate", "measure your printer and camera: print a colour chart, photograph "
-                         "it, and fit the colour model the attack prints its patch through (printer.model=<file>).",
-                         USAGE,
-                         ["chart: out, palette, paper (a4|letter), dpi, overwrite",
-                          "fit <photo>: layout (the chart's .json), palette, degree (1-3), white_balance, out, overwrite"]))
-        return 0
+@key_value_command(
+    "physattack.calibrate", "measure your printer and camera: print a colour chart, photograph it, and fit the "
+    "colour model the attack prints its patch through (printer.model=<file>).", USAGE,
+    ["chart: out, palette, paper (a4|letter), dpi, overwrite",
+     "fit <photo>: layout (the chart's .json), palette, degree (1-3), white_balance, out, overwrite"])
+def main(argv: list[str]) -> int:
     if argv[:1] == ["chart"]:
         paths = chart(parse_options(ChartCommand, argv[1:], SEE_HELP))
         print(f"calibration chart: {paths['pdf']} (print at 100 %), {paths['png']}, layout {paths['json']}")

@@ -63,7 +63,8 @@ class HydraCommand:
         config_name: the primary config in ``conf/``.
         summary: one sentence: what the command does.
         usage: canonical command lines, shown by ``--help``.
-        task: the work, given the composed config; returns what Hydra's sweeper may optimize.
+        task: the work, ``task(cfg, out)`` with the composed config and the run's output folder; returns
+            what Hydra's sweeper may optimize.
         output: how the run folder is claimed (``physattack.cli.rundir.claim_output``): ``run`` (a new
             folder of its own, or inside the folder ``resume=`` names) or ``beside`` (a new folder next to
             the finished run's files that ``run_dir=`` names).
@@ -74,9 +75,12 @@ class HydraCommand:
     config_name: str
     summary: str
     usage: tuple[str, ...]
-    task: Callable[[Any], Any]
+    task: Callable[[Any, Path], Any]
     output: str = "run"
     check: Callable[[Any], None] | None = None
+
+    def main(self, argv: list[str] | None = None) -> int:
+        return run_hydra(self, argv)
 
 
 def run_hydra(command: HydraCommand, argv: list[str] | None = None) -> int:
@@ -112,8 +116,10 @@ def run_hydra(command: HydraCommand, argv: list[str] | None = None) -> int:
 
     @functools.wraps(command.task)
     def task(cfg):
+        from hydra.core.hydra_config import HydraConfig
+
         try:
-            return command.task(cfg)
+            return command.task(cfg, Path(HydraConfig.get().runtime.output_dir))
         except Exception as exc:
             err = input_error(exc)
             if err is None or under_submitit():
@@ -399,6 +405,23 @@ def _show(v) -> str:
     if isinstance(v, (list, tuple)):
         return "[" + ",".join(_show(x) for x in v) + "]"
     return "null" if v is None else str(v).replace(" ", "")
+
+
+def key_value_command(module: str, summary: str, usage: typing.Sequence[str], options: typing.Sequence[str]):
+    """Decorate ``fn(argv) -> int``, a command of key=value arguments, into its ``main(argv=None)``:
+    ``sys.argv`` by default, ``--help`` answered from ``summary``/``usage``/``options``, and the one
+    error path (``entry``)."""
+    def wrap(fn: Callable[[list[str]], int]) -> Callable[..., int]:
+        @entry
+        @functools.wraps(fn)
+        def main(argv: list[str] | None = None) -> int:
+            argv = list(sys.argv[1:] if argv is None else argv)
+            if wants_help(argv):
+                print(plain_help(module, summary, usage, options))
+                return 0
+            return fn(argv)
+        return main
+    return wrap
 
 
 def plain_help(module: str, summary: str, usage: typing.Sequence[str], options: typing.Sequence[str]) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from physattack.cli import build
-from physattack.cli.door import HydraCommand, run_hydra
+from physattack.cli.door import HydraCommand
 from physattack.errors import InputError
 
 
@@ -49,12 +49,9 @@ def evaluate_run(cfg: DictConfig, out_dir: str | Path) -> dict:
         tracker.finish()
 
 
-def task(cfg: DictConfig) -> None:
-    from hydra.core.hydra_config import HydraConfig
-
+def task(cfg: DictConfig, out: Path) -> None:
     from physattack.evaluate.protocol import heldout_line
 
-    out = HydraConfig.get().runtime.output_dir
     result = evaluate_run(cfg, out)
     print(heldout_line(result["heldout"]))
     print(f"held-out report: {result['report']}")
@@ -68,6 +65,4 @@ COMMAND = HydraCommand(
            "python -m physattack.evaluate run_dir=<run> evaluation.grid.elevation_deg=[-10,0,15]"),
     task=task, output="beside", check=check_run_dir)
 
-
-def main(argv: list[str] | None = None) -> int:
-    return run_hydra(COMMAND, argv)
+main = COMMAND.main

@@ -8,12 +8,11 @@ is refused unless ``overwrite=true``.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from physattack.cli import build
-from physattack.cli.door import entry, parse_options, plain_help, wants_help
+from physattack.cli.door import key_value_command, parse_options
 from physattack.cli.rundir import ensure_writable, free_folder
 from physattack.errors import InputError
 
@@ -49,17 +48,14 @@ def export_run(cmd: ExportCommand) -> tuple[Path, dict]:
     return out, manifest
 
 
-@entry
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if wants_help(argv):
-        print(plain_help("physattack.export", "the print bundle of a finished run: the patch at true physical "
-                         "size on tiled pages (PDF and PNG at the given dpi), a cutting guide and a manifest.",
-                         [USAGE, "python -m physattack.export run_dir=outputs/<date>/<time> dpi=600 paper=letter"],
-                         ["run_dir: the run's folder (required)", "out: the bundle's folder (default <run>/export, "
-                          "then export-2, ...)", "overwrite: replace the files of an existing out= (default false)",
-                          "dpi, paper, margin_mm, overlap_mm, bleed_mm: default the run's printer.export"]))
-        return 0
+@key_value_command(
+    "physattack.export", "the print bundle of a finished run: the patch at true physical size on tiled pages "
+    "(PDF and PNG at the given dpi), a cutting guide and a manifest.",
+    [USAGE, "python -m physattack.export run_dir=outputs/<date>/<time> dpi=600 paper=letter"],
+    ["run_dir: the run's folder (required)", "out: the bundle's folder (default <run>/export, then export-2, ...)",
+     "overwrite: replace the files of an existing out= (default false)",
+     "dpi, paper, margin_mm, overlap_mm, bleed_mm: default the run's printer.export"])
+def main(argv: list[str]) -> int:
     if not argv:
         raise InputError(f"Give run_dir= the output folder of a finished run ({USAGE}).")
     out, manifest = export_run(parse_options(ExportCommand, argv, USAGE))

@@ -14,14 +14,13 @@ not an image) is skipped and the report says so. The work is in ``physattack.eva
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from physattack.cli import build
-from physattack.cli.door import compose_checked, entry, parse_options, plain_help, wants_help
+from physattack.cli.door import compose_checked, key_value_command, parse_options
 from physattack.cli.rundir import ensure_writable, free_folder, holds_files
 from physattack.errors import InputError
 from physattack.evaluate.photos import BoxFile, DetectorCropper, WholePhoto, evaluate_photo_folder
@@ -54,19 +53,15 @@ def victim_config(victim_args: list[str], run_dir: Path | None):
     return compose_checked("config", victim_args).victim
 
 
-@entry
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if wants_help(argv):
-        print(plain_help("physattack.evaluate_photos", "ask a victim about every photo of a real print and report "
-                         "the attack's success with its 95 % interval, a table and a contact sheet.",
-                         [USAGE, "python -m physattack.evaluate_photos photos/ run_dir=outputs/<date>/<time>"],
-                         ["run_dir: take the victim, true label and target from an attack run",
-                          "victim, victim.*: a conf/victim option and its keys", "true_label, target: the labels",
-                          "boxes: a csv/json of drawn boxes; or detector (a conf/victim detector) and detector_label",
-                          "context: widen boxes about their centre", "out, overwrite: where the report goes",
-                          "device: cpu or cuda"]))
-        return 0
+@key_value_command(
+    "physattack.evaluate_photos", "ask a victim about every photo of a real print and report the attack's success "
+    "with its 95 % interval, a table and a contact sheet.",
+    [USAGE, "python -m physattack.evaluate_photos photos/ run_dir=outputs/<date>/<time>"],
+    ["run_dir: take the victim, true label and target from an attack run",
+     "victim, victim.*: a conf/victim option and its keys", "true_label, target: the labels",
+     "boxes: a csv/json of drawn boxes; or detector (a conf/victim detector) and detector_label",
+     "context: widen boxes about their centre", "out, overwrite: where the report goes", "device: cpu or cuda"])
+def main(argv: list[str]) -> int:
     if not argv or "=" in argv[0]:
         raise InputError(f"Name the folder of photos first ({USAGE}).")
     folder, rest = Path(argv[0]), argv[1:]

@@ -7,11 +7,10 @@ unchanged. A scene folder that exists is never replaced without ``overwrite=true
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from physattack.cli.door import entry, parse_options, plain_help, wants_help
+from physattack.cli.door import key_value_command, parse_options
 from physattack.cli.rundir import ensure_writable
 from physattack.errors import InputError
 
@@ -24,21 +23,17 @@ class GenerateCommand:
     overwrite: bool = False
 
 
-@entry
-def main(argv: list[str] | None = None) -> int:
+@key_value_command(
+    "physattack.scene.generate", "draw every bundled sign with OpenCV, extrude it into a UV-mapped plate and write "
+    "its scene folder (sign.obj, sign.mtl, texture.png, face_mask.png, scene.yaml), and the reprogramming board.",
+    [USAGE], ["out: the folder to write the scene folders into (default: the bundled scenes/)",
+              "overwrite: replace scene folders that exist (default false)"])
+def main(argv: list[str]) -> int:
     from physattack.scene.boards import write_board_scene
     from physattack.scene.generate import write_sign_scene
     from physattack.scene.scene import bundled_scenes_dir
     from physattack.scene.signs import SIGNS
 
-    argv = sys.argv[1:] if argv is None else argv
-    if wants_help(argv):
-        print(plain_help("physattack.scene.generate", "draw every bundled sign with OpenCV, extrude it into a "
-                         "UV-mapped plate and write its scene folder (sign.obj, sign.mtl, texture.png, "
-                         "face_mask.png, scene.yaml), and the reprogramming board.", [USAGE],
-                         ["out: the folder to write the scene folders into (default: the bundled scenes/)",
-                          "overwrite: replace scene folders that exist (default false)"]))
-        return 0
     cmd = parse_options(GenerateCommand, argv, USAGE)
     out = Path(cmd.out).expanduser() if cmd.out else bundled_scenes_dir()
     names = [*SIGNS, "reprogram_board"]

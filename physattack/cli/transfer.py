@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 
 from physattack.atomic import save_figure, save_json, save_text
 from physattack.cli import build
-from physattack.cli.door import HydraCommand, run_hydra
+from physattack.cli.door import HydraCommand
 from physattack.cli.evaluate import check_run_dir
 from physattack.errors import InputError
 from physattack.evaluate.transfer import (ImagePath, load_victims, matrix_figure, matrix_markdown, opencv_warp_views,
@@ -73,10 +73,7 @@ def run_transfer(cfg: DictConfig, out: str | Path) -> tuple[dict, str]:
     return result, title
 
 
-def task(cfg: DictConfig) -> None:
-    from hydra.core.hydra_config import HydraConfig
-
-    out = HydraConfig.get().runtime.output_dir
+def task(cfg: DictConfig, out: Path) -> None:
     result, title = run_transfer(cfg, out)
     print(matrix_markdown(result, title))
     print(f"transfer matrix in {out}")
@@ -90,6 +87,4 @@ COMMAND = HydraCommand(
            "python -m physattack.transfer run_dir=<run> grid=evaluation paths=[renderer,opencv_warp]"),
     task=task, output="beside", check=check_run_dir)
 
-
-def main(argv: list[str] | None = None) -> int:
-    return run_hydra(COMMAND, argv)
+main = COMMAND.main

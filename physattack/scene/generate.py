@@ -13,8 +13,7 @@ import yaml
 
 from physattack.atomic import save_png, save_rgb_png, save_text
 from physattack.scene.mesh import save_obj
-from physattack.scene.boards import write_board_scene
-from physattack.scene.signs import SIGNS, SignDesign, build_mesh, draw_texture
+from physattack.scene.signs import SignDesign, build_mesh, draw_texture
 
 
 def write_sign_scene(design: SignDesign, out: Path) -> Path:
