@@ -2,6 +2,12 @@
 
 The batch dimension is the expectation: each step renders ``batch_size`` fresh draws of the
 sampler, asks the frozen victim, and steps the patch on the mean objective plus printability priors.
+
+With an ``Ensemble`` victim the views are rendered once per step and the members are asked one
+after another: each member's loss is differentiated to the rendered images alone (its activations
+are freed before the next member runs, so peak memory stays near one victim's), the members'
+image gradients are weighted (``Ensemble.weights``) and summed, and one backward takes the sum
+through the camera effects, the renderer and the patch.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from physattack.attack.objectives import DETECTOR_OBJECTIVES, OBJECTIVES, Object
 from physattack.patch.base import Patch
 from physattack.printing import non_printability_score, total_variation
 from physattack.scene.scene import Scene
+from physattack.victims.ensemble import Ensemble
 
 
 class AttackError(InputError):
@@ -91,9 +98,21 @@ class Draw:
 
 
 @dataclass
+class Member:
+    """One ensemble member as the loop asks it: its name, the victim, its objective and its own index
+    of the objective's label (members may order their labels differently)."""
+
+    name: str
+    victim: nn.Module
+    objective: Objective
+    label: int
+
+
+@dataclass
 class _Loop:
     """What every step of one run shares: the parts, the run's switches, the objective and its label,
-    the palette on the scene's device, the optimizer, its schedule and the sampler's generator."""
+    the palette on the scene's device, the optimizer, its schedule and the sampler's generator; for
+    an ``Ensemble`` victim, its members (``None`` for one victim)."""
 
     setup: AttackSetup
     run: RunConfig
@@ -103,6 +122,7 @@ class _Loop:
     opt: torch.optim.Optimizer
     sched: torch.optim.lr_scheduler.LRScheduler
     generator: torch.Generator
+    members: list[Member] | None = None
 
 
 class EOTAttack:
@@ -184,7 +204,7 @@ class EOTAttack:
             while state.step < self.steps and not self._stop:
                 record = self._step(loop, state)
                 if tracker is not None:
-                    tracker.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=state.step)
+                    tracker.log(self.tracked(record), step=state.step)
                 bar.update(1)
                 bar.set_postfix(loss=f"{record['loss']:.3f}", success=f"{state.ema_success:.2f}")
                 if self.checkpoint_every and state.step % self.checkpoint_every == 0:
@@ -198,13 +218,39 @@ class EOTAttack:
                             history=state.history, interrupted=self._stop, zero_grad_steps=state.zero_grad,
                             signal=self._signal if self._stop else None)
 
+    @staticmethod
+    def tracked(record: dict) -> dict:
+        """A step's record as the tracker logs it: ``train/<key>`` for each number, and per ensemble
+        member ``train/success/<name>``, ``train/member_loss/<name>`` (and ``train/member_weight/<name>``)."""
+        out = {}
+        for key, value in record.items():
+            if key == "step":
+                continue
+            if isinstance(value, dict):
+                prefix = "success" if key == "member_success" else key
+                out.update({f"train/{prefix}/{name}": v for name, v in value.items()})
+            else:
+                out[f"train/{key}"] = value
+        return out
+
     def _start(self, setup: AttackSetup, run: RunConfig, generator: torch.Generator) -> _Loop:
         label = self.label(setup.victim, setup.scene)
         objective = self.objective_for(setup.victim)
         opt = torch.optim.Adam(setup.patch.parameters(), lr=self.lr)
         sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=self.steps, eta_min=0.05 * self.lr)
                  if self.lr_schedule == "cosine" else torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0))
-        return _Loop(setup, run, objective, label, setup.palette.to(setup.scene.texture.device), opt, sched, generator)
+        members = self._members(setup.victim, setup.scene) if isinstance(setup.victim, Ensemble) else None
+        return _Loop(setup, run, objective, label, setup.palette.to(setup.scene.texture.device), opt, sched, generator,
+                     members)
+
+    def _members(self, ensemble: Ensemble, scene) -> list[Member]:
+        """Each member with its objective and its own index of the label, looked up by name."""
+        if type(self).observe is not EOTAttack.observe:
+            raise AttackError(f"{type(self).__name__} learns from one victim's outputs (observe), so it cannot "
+                              "split its steps over an ensemble; use a single victim (e.g. victim=signnet).")
+        name = self.target if self.targeted else scene.class_name
+        indices = ensemble.member_label_indices(name)
+        return [Member(n, m, self.objective_for(m), i) for n, m, i in zip(ensemble.names, ensemble.members, indices)]
 
     def _place(self, loop: _Loop) -> LoopState:
         """A fresh run's state, after the mask search for a patch that asks for one (RP2's first stage)."""
@@ -227,30 +273,74 @@ class EOTAttack:
         if s.colour_model is not None:
             texture = s.colour_model.print_patch(texture, patch.mask)
         views = s.pipeline(s.scene, texture, draw.params)
-        output = self._victim_output(s.victim, views.images, loop.run)
-        self.observe(output, draw.label, progress)
-        adv = loop.objective.loss(output, draw.label, views).mean()
+        if loop.members is None:
+            output = self._victim_output(s.victim, views.images, loop.run)
+            self.observe(output, draw.label, progress)
+            adv = loop.objective.loss(output, draw.label, views).mean()
+        else:
+            adv, images_grad, per_member = self._ensemble_gradient(loop, views)
         colors = patch.colors()
         nps = non_printability_score(colors, loop.palette, patch.mask)
         tv = total_variation(colors, patch.mask)
         loss = adv + self.nps_weight * nps + self.tv_weight * tv
-        grad_norm = self._descend(loop, loss)
-        with torch.no_grad():
-            success = float(loop.objective.success(output, draw.label, views).float().mean())
+        if loop.members is None:
+            grad_norm = self._descend(loop, loss)
+            with torch.no_grad():
+                success = float(loop.objective.success(output, draw.label, views).float().mean())
+        else:
+            grad_norm = self._descend(loop, loss, (views.images, images_grad))
+            success = sum(per_member["member_success"].values()) / len(loop.members)
         state.step += 1
         state.zero_grad += int(grad_norm == 0.0)
         self._track_best(patch, state, success, float(loss.detach()), progress)
         record = {"step": state.step, "loss": float(loss.detach()), "adv_loss": float(adv.detach()),
                   "nps": float(nps.detach()), "tv": float(tv.detach()), "batch_success": success,
                   "running_success": state.ema_success, "lr": loop.sched.get_last_lr()[0], "grad_norm": grad_norm}
+        if loop.members is not None:
+            record.update(per_member)
         state.history.append(record)
         return record
 
+    def _ensemble_gradient(self, loop: _Loop, views) -> tuple[Tensor, Tensor, dict]:
+        """The members' weighted objective on the rendered views, asked one member at a time.
+
+        Each member's mean loss is differentiated to a detached copy of the images only, so its
+        activations are freed before the next member runs; the weighted sum of those image gradients
+        is what the renderer's graph receives (``_descend``). Returns the weighted loss (a number, no
+        graph), the images' gradient and the step's per-member record (success rates, losses, and
+        the weights when they are not the mean)."""
+        ensemble: Ensemble = loop.setup.victim
+        x = views.images.detach().requires_grad_()
+        grads, losses, success = [], [], {}
+        for m in loop.members:
+            output = self._victim_output(m.victim, ensemble.member_inputs(m.victim, x), loop.run)
+            loss = m.objective.loss(output, m.label, views).mean()
+            grad = torch.autograd.grad(loss, x, allow_unused=True)[0] if loss.requires_grad else None
+            grads.append(grad if grad is not None else torch.zeros_like(x))
+            losses.append(float(loss.detach()))
+            with torch.no_grad():
+                success[m.name] = float(m.objective.success(output, m.label, views).float().mean())
+            del output, loss
+        weights = ensemble.weights(losses)
+        images_grad = sum(float(w) * g for w, g in zip(weights, grads))
+        adv = views.images.new_tensor(sum(float(w) * v for w, v in zip(weights, losses)))
+        record = {"member_success": success, "member_loss": dict(zip((m.name for m in loop.members), losses))}
+        if ensemble.weighting != "mean":
+            record["member_weight"] = {m.name: float(w) for m, w in zip(loop.members, weights)}
+        return adv, images_grad, record
+
     @staticmethod
-    def _descend(loop: _Loop, loss: Tensor) -> float:
-        """Backward, one optimizer and scheduler step; returns the gradient's L1 norm (0: no gradient)."""
+    def _descend(loop: _Loop, loss: Tensor, images_grad: tuple[Tensor, Tensor] | None = None) -> float:
+        """Backward, one optimizer and scheduler step; returns the gradient's L1 norm (0: no gradient).
+
+        ``images_grad`` (the rendered images and their gradient, from an ensemble's members) joins
+        the loss's backward, so the renderer and the patch are differentiated once."""
         loop.opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if images_grad is None:
+            loss.backward()
+        else:
+            images, grad = images_grad
+            torch.autograd.backward([loss, images], [torch.ones_like(loss), grad])
         grad_norm = sum(float(p.grad.abs().sum()) for p in loop.setup.patch.parameters() if p.grad is not None)
         loop.opt.step()
         loop.sched.step()

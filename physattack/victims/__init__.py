@@ -3,7 +3,8 @@
 from physattack.victims.base import Classifier, VictimError
 from physattack.victims.detection import Detections, Detector, DetectorOutput
 from physattack.victims.detnet import DetNet, load_detnet
+from physattack.victims.ensemble import Ensemble, build_ensemble
 from physattack.victims.signnet import SignNet, load_signnet
 
-__all__ = ["Classifier", "DetNet", "Detections", "Detector", "DetectorOutput", "SignNet", "VictimError",
-           "load_detnet", "load_signnet"]
+__all__ = ["Classifier", "DetNet", "Detections", "Detector", "DetectorOutput", "Ensemble", "SignNet", "VictimError",
+           "build_ensemble", "load_detnet", "load_signnet"]

@@ -1,0 +1,208 @@
+"""Ensemble: several frozen victims of one kind attacked at once, each with its own preprocessing.
+
+An attack that holds on one surrogate rarely holds on a model it never saw; optimizing against an
+ensemble of surrogates is the standard remedy (Liu et al., ICLR 2017, "Delving into Transferable
+Adversarial Examples and Black-box Attacks"; Dong et al., CVPR 2018, for the averaged loss). The EOT
+loop (``physattack.attack.loop``) renders each step's views once and feeds the members **one after
+another**, each member's activations freed after its backward, so that peak memory stays near one
+victim's. This module only holds the members, maps labels between them by name and says how their
+losses are weighted; the loop does the stepping.
+
+Each member keeps its own normalization and input size: it is handed the same B×3×H×W images in
+[0, 1] and resizes them itself (every bundled adapter does; a classifier that declares an
+``input_size`` it does not resize to is resized here, differentiably, as SignNet would).
+
+Labels are the first member's. Every other member is asked for labels **by name** (members may order
+or alias them differently: a COCO detector calls the scene's ``stop`` "stop sign"), so
+``label_index(name)`` checks every member and says which one lacks the name. Held-out members are
+never part of an ensemble: the config lists them by name for evaluation after the attack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from physattack.errors import check_range
+from physattack.victims.base import VictimError
+
+WEIGHTINGS = ("mean", "hardest")
+
+
+class Ensemble(nn.Module):
+    """K frozen victims of one kind (all classifiers or all detectors) behind one victim's interface.
+
+    Args:
+        members: the victims, in order; the first one's labels are the ensemble's.
+        names: one unique name per member (what logs and reports call it); default ``member0``, ….
+        weighting: ``mean`` (each member's loss weighs 1/K) or ``hardest`` (weights are a softmax over
+            the members' current losses divided by ``temperature``: the members the patch fools least
+            weigh most, in the spirit of adaptive ensemble weighting, e.g. Xiong et al., CVPR 2022,
+            "Stochastic Variance Reduced Ensemble Adversarial Attack").
+        temperature: the ``hardest`` softmax's temperature, in loss units (large: towards ``mean``).
+
+    ``forward(images)``, for evaluation and the sticker mask search: for classifiers, the log of the
+    members' mean probability of each of the ensemble's labels (log-probabilities are logits; a
+    member without a label gives it probability 0); for detectors, the first member's output (boxes
+    from several detectors do not average). Reports should show each member separately.
+    """
+
+    def __init__(self, members: Sequence[nn.Module], names: Sequence[str] | None = None, weighting: str = "mean",
+                 temperature: float = 1.0):
+        super().__init__()
+        members = list(members)
+        if not members:
+            raise VictimError("An ensemble needs at least one member; list the victims to attack under "
+                              "victim.members (e.g. signnet and signnet_seed1).")
+        names = [f"member{k}" for k in range(len(members))] if names is None else [str(n) for n in names]
+        if len(names) != len(members):
+            raise VictimError(f"The ensemble has {len(members)} members but {len(names)} names; give one name per "
+                              "member.")
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise VictimError(f"Ensemble member name {twice[0]!r} is used twice; give every member its own name.")
+        kinds = [bool(getattr(m, "is_detector", False)) for m in members]
+        for name, member, kind in zip(names, members, kinds):
+            if not isinstance(member, nn.Module) or not hasattr(member, "label_index"):
+                raise VictimError(f"Ensemble member '{name}' is a {type(member).__name__}, not a victim; give a "
+                                  "classifier or detector built by physattack.victims.")
+            if kind != kinds[0]:
+                what = lambda d: "a detector" if d else "a classifier"  # noqa: E731
+                raise VictimError(f"Ensemble member '{name}' is {what(kind)} but '{names[0]}' is {what(kinds[0])}; "
+                                  "an ensemble's members must all be classifiers or all detectors, so remove one "
+                                  "kind from victim.members.")
+        if weighting not in WEIGHTINGS:
+            raise VictimError(f"victim.weighting must be one of {', '.join(WEIGHTINGS)}, not '{weighting}'.")
+        check_range("victim.temperature", temperature, 0.0, lo_open=True,
+                    why="the hardest weighting's softmax temperature, in loss units", error=VictimError)
+        self.members = nn.ModuleList(members)
+        self.names = tuple(names)
+        self.weighting, self.temperature = weighting, float(temperature)
+        self.is_detector = kinds[0]
+        self.heldout: tuple[str, ...] = ()        # names only, for evaluation after the attack (build_ensemble)
+
+    # -- one victim's interface: the first member's labels, every member checked by name -------------
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(self.members[0].labels)
+
+    @property
+    def label_sets(self) -> dict:
+        return dict(getattr(self.members[0], "label_sets", {}))
+
+    @property
+    def aliases(self) -> dict:
+        return dict(getattr(self.members[0], "aliases", {}))
+
+    @property
+    def input_size(self) -> int | None:
+        """The largest member input size (detector frames are rendered at it; smaller members shrink them)."""
+        sizes = [int(s) for s in (getattr(m, "input_size", None) for m in self.members) if s]
+        return max(sizes) if sizes else None
+
+    @property
+    def score_threshold(self) -> float | None:
+        return getattr(self.members[0], "score_threshold", None)
+
+    def label_index(self, name: str) -> int:
+        """The first member's index of ``name``, after checking that every member has it (one
+        sentence naming the first member that does not)."""
+        return self.member_label_indices(name)[0]
+
+    def label_set(self, name: str) -> tuple[int, ...]:
+        self.member_label_indices(name)
+        first = self.members[0]
+        return tuple(first.label_set(name)) if hasattr(first, "label_set") else (first.label_index(name),)
+
+    def member_label_indices(self, name: str) -> list[int]:
+        """``name``'s index in each member's own labels, in member order."""
+        indices = []
+        for member_name, member in zip(self.names, self.members):
+            try:
+                indices.append(member.label_index(name))
+            except VictimError:
+                shown = [lab for lab in member.labels if lab not in {"__background__", "N/A"}]
+                raise VictimError(f"Ensemble member '{member_name}' has no label '{name}' (its labels are: "
+                                  f"{', '.join(shown)}); remove it from victim.members or give it weights trained "
+                                  "with that label.") from None
+        return indices
+
+    # -- the attack's side ---------------------------------------------------------------------------
+    def member_inputs(self, member: nn.Module, images: Tensor) -> Tensor:
+        """``images`` as ``member`` takes them: a classifier with a declared ``input_size`` gets them at
+        that size (bilinear, antialiased, as the bundled adapters do; a no-op for those that already
+        do it); detectors resize themselves and answer in the pixels of the images they were given."""
+        size = getattr(member, "input_size", None)
+        if getattr(member, "is_detector", False) or not size or images.shape[-2:] == (size, size):
+            return images
+        return F.interpolate(images, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+
+    def weights(self, losses: Sequence[float] | Tensor) -> Tensor:
+        """K weights summing to 1 for the members' current (mean) losses."""
+        losses = torch.as_tensor([float(v) for v in losses], dtype=torch.float64)
+        if self.weighting == "mean" or len(losses) == 1:
+            return torch.full_like(losses, 1.0 / len(losses))
+        finite = torch.nan_to_num(losses, nan=0.0, posinf=1e6, neginf=-1e6)
+        return torch.softmax(finite / self.temperature, 0)
+
+    # -- evaluation: one output for the whole ensemble -------------------------------------------------
+    def forward(self, images: Tensor):
+        if self.is_detector:
+            return self.members[0](images)
+        labels = self.labels
+        total = None
+        for member in self.members:
+            probs = torch.softmax(member(self.member_inputs(member, images)).float(), dim=1)
+            mapped = _to_labels(probs, tuple(member.labels), labels)
+            total = mapped if total is None else total + mapped
+        return torch.log((total / len(self.members)).clamp(min=1e-12))
+
+    def freeze(self) -> "Ensemble":
+        self.eval()
+        for p in self.parameters():
+            p.requires_grad_(False)
+        return self
+
+    def extra_repr(self) -> str:
+        return f"names={list(self.names)}, weighting={self.weighting!r}, temperature={self.temperature:g}"
+
+
+def _to_labels(probs: Tensor, member_labels: tuple[str, ...], labels: tuple[str, ...]) -> Tensor:
+    """B×K_member probabilities -> B×K over ``labels`` by name (0 for a label the member lacks)."""
+    if member_labels == labels:
+        return probs
+    index = {lab: i for i, lab in enumerate(member_labels)}
+    columns = [probs[:, index[lab]] if lab in index else probs.new_zeros(probs.shape[0]) for lab in labels]
+    return torch.stack(columns, dim=1)
+
+
+def build_ensemble(members: Mapping[str, nn.Module], heldout: Sequence[str] = (), weighting: str = "mean",
+                   temperature: float = 1.0) -> Ensemble:
+    """The ensemble ``conf/victim/ensemble.yaml`` describes.
+
+    Args:
+        members: name -> built victim (Hydra instantiates each member's own victim config first), in
+            the config's order; the first member's labels are the ensemble's.
+        heldout: names of victims kept out of the attack and evaluated after it (by the command that
+            runs the attack); the ensemble only records them (``Ensemble.heldout``) and never builds or
+            calls them. A name may not be an attack member too.
+        weighting, temperature: as ``Ensemble``.
+    """
+    if not isinstance(members, Mapping):
+        raise VictimError("victim.members must map each member's name to its victim config (e.g. signnet: "
+                          "{_target_: physattack.victims.load_signnet}).")
+    heldout = tuple(str(h) for h in (heldout or ()))
+    both = [h for h in heldout if h in members]
+    if both:
+        raise VictimError(f"'{both[0]}' is both an attack member and held out; a held-out victim must never be "
+                          "attacked, so remove it from victim.members or victim.heldout.")
+    ensemble = Ensemble(list(members.values()), names=list(members.keys()), weighting=weighting,
+                        temperature=temperature)
+    ensemble.heldout = heldout
+    return ensemble.freeze()
+
+
+__all__ = ["Ensemble", "WEIGHTINGS", "build_ensemble"]
