@@ -193,6 +193,32 @@ def atlas_markdown(atlas: dict, heading: str = "## Natural-failure atlas (clean 
     return lines + [""]
 
 
+def members_markdown(table: dict) -> list[str]:
+    """The members table (``heldout["victims"]``, ``physattack.evaluate.members``) as Markdown lines."""
+    lines = ["## Victims: attacked and held out", "",
+             "The final patch on every victim through the same held-out views. A held-out victim was never "
+             "called by the optimizer. Rates [95 % Wilson] (count/n), each victim with its own label sets; "
+             f"success counts RP2's way over that victim's clean-correct views ({table['scope']}).", "",
+             "| victim | role | mode | clean accuracy | success (clean-correct) | success (all views) "
+             "| mean target confidence |", "|---|---|---|---|---|---|---|"]
+    for name, r in table["members"].items():
+        conf = f"{r['mean_target_confidence']:.3f}" if "mean_target_confidence" in r else "–"
+        lines.append(f"| {name} | {r['role']} | {r['mode']} | {_pct(r['clean_accuracy'])} | "
+                     f"{_pct(r['attack_success_rate'])} | {_pct(r['attack_success_rate_unconditional'])} | {conf} |")
+    mean = table["held_out_mean"]
+    lines.append("")
+    if mean["attack_success_rate"] is not None:
+        lines.append(f"Mean {mean['mode'] or ''} success over the {len(mean['victims'])} held-out victims "
+                     f"(clean-correct views, each victim weighted equally): **{mean['attack_success_rate']:.1%}** "
+                     f"(lowest {mean['attack_success_rate_min']:.1%}).")
+    else:
+        lines.append("No held-out victim could be scored: none was given, each was skipped, or none read the "
+                     "clean object correctly on any view.")
+    if table["skipped"]:
+        lines += ["", "Skipped:", ""] + [f"- `{n}` ({s['role']}): {s['reason']}." for n, s in table["skipped"].items()]
+    return lines + [""]
+
+
 def markdown_report(summary: dict, heldout: dict, sanity: list[dict], atlas: dict | None, files: dict[str, str]) -> str:
     """A short report a reviewer can read in a minute."""
     lines = [f"# Held-out evaluation: {summary.get('attack', '')} on {summary.get('scene', '')}", ""]
@@ -212,6 +238,8 @@ def markdown_report(summary: dict, heldout: dict, sanity: list[dict], atlas: dic
               f"Free successes: {free['free_clean_wrong']} on views the clean sign already failed, "
               f"{free['free_atlas_region']} on clean-correct views inside atlas failure regions "
               f"({free['views_in_atlas_regions']} grid views lie in such regions), of {free['successes']} successes.", ""]
+    if heldout.get("victims"):
+        lines += members_markdown(heldout["victims"])
     raised = [f for f in sanity if f["raised"]]
     lines += ["## Sanity flags", ""]
     lines += [f"- **{f['name']}**: {f['message']}" for f in raised] or ["- none raised"]

@@ -1,4 +1,5 @@
 """The full held-out evaluation of one attack: protocol grid, natural-failure atlas, sanity flags,
+the members table (the patch on the attacked and on held-out victims, ``evaluate/members.py``),
 report. Run at the end of every attack (``physattack.cli.attack``) and by
 ``python -m physattack.evaluate run_dir=<run>``.
 """
@@ -14,8 +15,9 @@ import torch
 
 from physattack.errors import InputError
 from physattack.evaluate.atlas import Atlas, build_atlas
-from physattack.evaluate.heldout import evaluate_heldout, heldout_metrics
+from physattack.evaluate.heldout import HeldOutResult, heldout_metrics
 from physattack.evaluate.heldout_report import write_heldout_outputs
+from physattack.evaluate.members import Member, check_members, classify_views, log_members, members_table
 from physattack.evaluate.sanity import SanityThresholds, sanity_flags
 
 log = logging.getLogger("physattack.evaluate")
@@ -67,7 +69,7 @@ def load_atlas(path: str | Path) -> Atlas:
 def evaluate_attack(*, scene, victim, clean_texture, adv_texture, pipeline, grid, target: str | None, summary: dict,
                     run_dir: str | Path, settings: HeldOutSettings | None = None, atlas_pipeline=None, tracker=None,
                     zero_grad_steps: int | None = None, steps_done: int | None = None, batch_size: int = 64,
-                    quiet: bool = False) -> dict:
+                    quiet: bool = False, members: dict[str, Member] | None = None) -> dict:
     """Evaluate ``adv_texture`` against ``clean_texture`` on ``grid`` and write the report.
 
     Args:
@@ -76,10 +78,15 @@ def evaluate_attack(*, scene, victim, clean_texture, adv_texture, pipeline, grid
         target: the target label's name (targeted) or None (untargeted).
         summary: the run's summary (scene, attack, ...), the head of the report.
         quiet: no warnings for raised sanity flags (the flags are in the result either way).
+        members: ``{name: Member}`` — the attacked and the held-out victims
+            (``physattack.evaluate.members.tag_members``). The grid is rendered once for ``victim`` and
+            all of them; their table goes under ``heldout["victims"]`` (``members.members_table``), into
+            report.md and to the tracker (``heldout/victims``, ``heldout/<name>/...``).
 
     Returns:
         ``{"heldout": ..., "sanity": [...], "atlas": ..., "report": <report.md>}`` as merged into ``metrics.json``
-        (the caller prints ``heldout_line`` where a person reads it).
+        (the caller prints ``heldout_line`` — and ``members.members_line(heldout["victims"])`` when there
+        are members — where a person reads it).
     """
     settings = settings or HeldOutSettings()
     true_set = victim.label_set(scene.class_name)
@@ -97,10 +104,19 @@ def evaluate_attack(*, scene, victim, clean_texture, adv_texture, pipeline, grid
             pairs=[tuple(p) for p in settings.atlas_pairs], per_pair=settings.atlas_per_pair, bins=settings.atlas_bins,
             pair_bins=settings.atlas_pair_bins, max_accuracy=settings.atlas_max_accuracy,
             confidence=settings.atlas_confidence, seed=settings.atlas_seed, batch_size=batch_size)
-    result = evaluate_heldout(scene, clean_texture, adv_texture, pipeline, victim, grid, true_set, target_set,
-                              batch_size=batch_size, region_mask=atlas.contains if atlas is not None else None)
+    # One render of the grid for the run's victim and every member (evaluate/members.py).
+    member_sets, member_skipped = check_members(members or {}, scene.class_name, target)
+    params = grid.params()
+    view_probs, visible = classify_views(scene, clean_texture, adv_texture, pipeline, params,
+                                         [victim] + [members[n].victim for n in member_sets], batch_size)
+    in_region = atlas.contains(params).cpu() if atlas is not None else torch.zeros(len(params), dtype=torch.bool)
+    result = HeldOutResult(grid.conditions(), view_probs[0].clean, view_probs[0].attacked, visible, in_region,
+                           tuple(true_set), tuple(target_set) if target_set is not None else None)
     heldout = heldout_metrics(result)
-    probe = pipeline(scene, clean_texture, grid.params()[torch.arange(min(8, len(grid)))]).images
+    if members:
+        heldout["victims"] = members_table(dict(zip(member_sets, view_probs[1:])), members, member_sets,
+                                           member_skipped)
+    probe = pipeline(scene, clean_texture, params[torch.arange(min(8, len(grid)))]).images
     sanity = sanity_flags(victim=victim, probe_images=probe, patch_visible=result.patch_visible,
                           clean_correct=result.clean_correct, zero_grad_steps=zero_grad_steps, steps_done=steps_done,
                           thresholds=settings.sanity, warn=not quiet)
@@ -110,6 +126,8 @@ def evaluate_attack(*, scene, victim, clean_texture, adv_texture, pipeline, grid
                                   sanity=sanity, summary=summary, atlas=atlas, atlas_samples=samples,
                                   atlas_probs=probs, atlas_pipeline=atlas_pipeline, worst=settings.worst_views,
                                   tracker=tracker)
+    if tracker is not None and members:
+        log_members(tracker, heldout["victims"])
     return {"heldout": heldout, "sanity": sanity, "atlas": atlas.to_dict() if atlas is not None else None,
             "report": str(paths["report"])}
 
@@ -127,13 +145,16 @@ def heldout_line(heldout: dict) -> str:
 
 @dataclass
 class HeldOutRun:
-    """The parts of the held-out protocol an attack run hands over: its view pipeline(s), its grid and
-    its settings. ``evaluate`` runs ``evaluate_attack`` on a finished attack (``physattack.cli.attack``)."""
+    """The parts of the held-out protocol an attack run hands over: its view pipeline(s), its grid, its
+    settings and the victims of the members table (``{name: Member}``, attacked and held-out; see
+    ``physattack.evaluate.members``). ``evaluate`` runs ``evaluate_attack`` on a finished attack
+    (``physattack.cli.attack``)."""
 
     pipeline: object
     grid: object
     settings: HeldOutSettings = field(default_factory=HeldOutSettings)
     atlas_pipeline: object | None = None
+    members: dict[str, Member] = field(default_factory=dict)
 
     def evaluate(self, *, scene, victim, adv_texture, summary: dict, run_dir, tracker=None, zero_grad_steps=None,
                  steps_done=None, batch_size: int = 64, clean_texture=None) -> dict:
@@ -141,4 +162,5 @@ class HeldOutRun:
                                adv_texture=adv_texture, pipeline=self.pipeline, grid=self.grid,
                                target=summary.get("target_label"), summary=summary, run_dir=run_dir,
                                settings=self.settings, atlas_pipeline=self.atlas_pipeline, tracker=tracker,
-                               zero_grad_steps=zero_grad_steps, steps_done=steps_done, batch_size=batch_size)
+                               zero_grad_steps=zero_grad_steps, steps_done=steps_done, batch_size=batch_size,
+                               members=self.members)

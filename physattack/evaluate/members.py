@@ -1,0 +1,262 @@
+"""Transfer in every report: the final patch on the attacked victims and on held-out victims.
+
+A **held-out** victim is one the optimizer never called: its success is what a red team without the
+car's weights can expect. After every attack the held-out protocol (``protocol.evaluate_attack``)
+renders each grid batch once — clean and attacked — and hands the same images to every victim
+(each resizes and normalizes for itself), so K victims cost one render of the grid, not K.
+
+Per victim, with that victim's own label sets (``victim.label_set``) and RP2's rule: clean
+accuracy, attack success over its clean-correct views, success over all views, attacked accuracy
+(each a rate with a 95 % Wilson interval, ``physattack.evaluate.metrics``) and the mean target
+confidence (a mean, so no Wilson interval). Targeted when the attack has a target, else untargeted.
+
+A victim is **skipped**, with the reason recorded, when its labels lack the scene's class or the
+target, when the target's label set overlaps the true class's (success would be indistinguishable
+from a correct reading), or when it is a detector (classifier victims only, for now).
+
+``members_table`` returns what ``metrics.json`` holds under ``heldout.victims``::
+
+    {"members": {name: {"role", "mode", "true_label_set", "target_label_set", "views", "clean_accuracy",
+                        "attack_success_rate", "attack_success_rate_unconditional", "attacked_accuracy",
+                        ["mean_target_confidence"]}},
+     "skipped": {name: {"role", "reason"}},
+     "held_out_mean": {"mode", "victims", "attack_success_rate", "attack_success_rate_min",
+                       "attack_success_rate_unconditional", "clean_accuracy"},
+     "scope": "classifier victims only"}
+
+``held_out_mean`` averages the per-victim rates over the held-out victims whose rate is defined
+(each victim weighs the same, whatever its number of clean-correct views); None when there is none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+import torch
+from torch import Tensor
+
+from physattack.errors import InputError
+from physattack.evaluate.metrics import classification_metrics
+from physattack.victims.base import VictimError
+
+Role = Literal["attacked", "held-out"]
+ATTACKED: Role = "attacked"
+HELD_OUT: Role = "held-out"
+SCOPE = "classifier victims only"
+
+
+@dataclass(frozen=True)
+class Member:
+    """A victim in the members table and its role: ``attacked`` (the optimizer called it) or
+    ``held-out`` (the optimizer never called it)."""
+
+    victim: object
+    role: Role
+
+    def __post_init__(self) -> None:
+        if self.role not in (ATTACKED, HELD_OUT):
+            raise ValueError(f"a member's role is '{ATTACKED}' or '{HELD_OUT}', not {self.role!r}")
+
+
+def tag_members(attacked: dict[str, object] | None = None,
+                held_out: dict[str, object] | None = None) -> dict[str, Member]:
+    """``{name: Member}`` from the attacked and the held-out victims (a name in both is an error)."""
+    attacked, held_out = attacked or {}, held_out or {}
+    both = sorted(set(attacked) & set(held_out))
+    if both:
+        raise InputError(f"The victims {', '.join(both)} are listed both as attacked and as held out; a held-out "
+                         "victim is one the optimizer never calls: remove it from one of the two lists.")
+    return {**{n: Member(v, ATTACKED) for n, v in attacked.items()},
+            **{n: Member(v, HELD_OUT) for n, v in held_out.items()}}
+
+
+@dataclass(frozen=True)
+class LabelSets:
+    """How one victim is scored: its true label set and target label set (None: untargeted)."""
+
+    true_set: tuple[int, ...]
+    target_set: tuple[int, ...] | None
+
+    @property
+    def mode(self) -> str:
+        return "untargeted" if self.target_set is None else "targeted"
+
+
+def label_sets(victim, scene_class: str, target: str | None) -> LabelSets | str:
+    """The victim's label sets for this attack, or the reason it cannot be scored (a sentence)."""
+    if getattr(victim, "is_detector", False):
+        return f"a detector; the members table covers {SCOPE}"
+    try:
+        true_set = tuple(victim.label_set(scene_class))
+    except VictimError:
+        return f"its labels lack the scene's class '{scene_class}'"
+    if target is None:
+        return LabelSets(true_set, None)
+    try:
+        target_set = tuple(victim.label_set(target))
+    except VictimError:
+        return f"its labels lack the target '{target}'"
+    if set(target_set) & set(true_set):
+        return f"its label set for the target '{target}' overlaps that of '{scene_class}'"
+    return LabelSets(true_set, target_set)
+
+
+@dataclass
+class ViewProbs:
+    """One victim's softmax on every grid view. Shape: clean, attacked: V×K (CPU)."""
+
+    clean: Tensor
+    attacked: Tensor
+
+
+@torch.no_grad()
+def classify_views(scene, clean_texture: Tensor, adv_texture: Tensor, pipeline, params, victims: Sequence,
+                   batch_size: int = 64) -> tuple[list[ViewProbs], Tensor]:
+    """Render each batch of ``params`` once with the clean and once with the attacked texture and
+    classify both with every victim (a victim object listed twice runs once).
+
+    Returns:
+        one ``ViewProbs`` per victim, in order, and the share of each view's pixels the patch
+        visibly changes (V).
+    """
+    unique = {id(v): v for v in victims}
+    clean_p: dict[int, list[Tensor]] = {k: [] for k in unique}
+    adv_p: dict[int, list[Tensor]] = {k: [] for k in unique}
+    visible = []
+    for s in range(0, len(params), batch_size):
+        p = params[s:s + batch_size]
+        clean = pipeline(scene, clean_texture, p).images
+        adv = pipeline(scene, adv_texture, p).images
+        for k, victim in unique.items():          # one after another: peak memory stays near one victim's
+            dev = _device(victim, clean.device)
+            clean_p[k].append(torch.softmax(victim(clean.to(dev)).float(), 1).cpu())
+            adv_p[k].append(torch.softmax(victim(adv.to(dev)).float(), 1).cpu())
+        visible.append(((clean - adv).abs().amax(1) > 2 / 255).float().mean((1, 2)).cpu())
+    probs = {k: ViewProbs(torch.cat(clean_p[k]), torch.cat(adv_p[k])) for k in unique}
+    return [probs[id(v)] for v in victims], torch.cat(visible)
+
+
+def _device(victim, default: torch.device) -> torch.device:
+    try:
+        return next(victim.parameters()).device
+    except (StopIteration, AttributeError):
+        return default
+
+
+def member_rates(probs: ViewProbs, sets: LabelSets) -> dict:
+    """One victim's rates over the grid (``classification_metrics``: RP2's rule, Wilson intervals)."""
+    target = list(sets.target_set) if sets.target_set is not None else None
+    m = classification_metrics(probs.clean.argmax(1), probs.attacked.argmax(1), probs.attacked, list(sets.true_set),
+                               target)
+    return {"mode": sets.mode, "true_label_set": list(sets.true_set), "target_label_set": target, **m}
+
+
+def members_table(probs: dict[str, ViewProbs], members: dict[str, Member], sets: dict[str, LabelSets],
+                  skipped: dict[str, str]) -> dict:
+    """The ``heldout.victims`` entry of ``metrics.json`` (see the module docstring)."""
+    rows = {name: {"role": members[name].role, **member_rates(probs[name], sets[name])} for name in sets}
+    held = [n for n, r in rows.items() if r["role"] == HELD_OUT]
+    defined = [n for n in held if rows[n]["attack_success_rate"]["n"]]
+
+    def mean(names, key):
+        return sum(rows[n][key]["rate"] for n in names) / len(names) if names else None
+
+    modes = sorted({rows[n]["mode"] for n in held})
+    return {
+        "members": rows,
+        "skipped": {name: {"role": members[name].role, "reason": reason} for name, reason in skipped.items()},
+        "held_out_mean": {
+            "mode": modes[0] if len(modes) == 1 else None,
+            "victims": defined,
+            "attack_success_rate": mean(defined, "attack_success_rate"),
+            "attack_success_rate_min": min((rows[n]["attack_success_rate"]["rate"] for n in defined), default=None),
+            "attack_success_rate_unconditional": mean(held, "attack_success_rate_unconditional"),
+            "clean_accuracy": mean(held, "clean_accuracy"),
+        },
+        "scope": SCOPE,
+    }
+
+
+def check_members(members: dict[str, Member], scene_class: str, target: str | None
+                  ) -> tuple[dict[str, LabelSets], dict[str, str]]:
+    """Each member's label sets, and the members that cannot be scored with their reasons."""
+    sets, skipped = {}, {}
+    for name, member in members.items():
+        s = label_sets(member.victim, scene_class, target)
+        if isinstance(s, str):
+            skipped[name] = s
+        else:
+            sets[name] = s
+    return sets, skipped
+
+
+@torch.no_grad()
+def evaluate_members(scene, clean_texture: Tensor, adv_texture: Tensor, pipeline, grid, members: dict[str, Member],
+                     target: str | None, batch_size: int = 64) -> dict:
+    """The members table of ``adv_texture`` on ``grid``: every grid batch is rendered once (clean and
+    attacked) and read by every member that can be scored.
+
+    Args:
+        pipeline: the held-out view pipeline, ``(scene, texture, params) -> RenderedViews``.
+        grid: an ``EvalGrid`` (``params()``).
+        members: ``{name: Member}`` (``tag_members``).
+        target: the target label's name, or None (untargeted).
+
+    Returns:
+        ``members_table``'s dict.
+    """
+    sets, skipped = check_members(members, scene.class_name, target)
+    if not sets:
+        return members_table({}, members, sets, skipped)
+    probs, _ = classify_views(scene, clean_texture, adv_texture, pipeline, grid.params(),
+                              [members[n].victim for n in sets], batch_size)
+    return members_table(dict(zip(sets, probs)), members, sets, skipped)
+
+
+# -- what people read ---------------------------------------------------------------------------------
+
+def _short(r: dict) -> str:
+    if not r["n"]:
+        return "n/a"
+    return f"{r['rate']:.1%} [{r['ci95'][0]:.0%}-{r['ci95'][1]:.0%}]"
+
+
+def members_line(table: dict) -> str:
+    """The members table in one console line, e.g. ``victims (success over clean-correct views, 95 % CI):
+    attacked signnet 99.2% [98%-100%]; held-out (never called by the optimizer) signnet_seed1 8.0% [5%-12%];
+    held-out mean 8.0%``."""
+    rows = table["members"]
+    parts = []
+    for role, head in ((ATTACKED, "attacked"), (HELD_OUT, "held-out (never called by the optimizer)")):
+        names = [n for n, r in rows.items() if r["role"] == role]
+        if names:
+            parts.append(f"{head} " + ", ".join(f"{n} {_short(rows[n]['attack_success_rate'])}" for n in names))
+    mean = table["held_out_mean"]
+    if mean["attack_success_rate"] is not None:
+        k = len(mean["victims"])
+        parts.append(f"held-out mean {mean['attack_success_rate']:.1%} (min {mean['attack_success_rate_min']:.1%}, "
+                     f"{k} victim{'' if k == 1 else 's'})")
+    if table["skipped"]:
+        parts.append("skipped " + ", ".join(f"{n} ({s['reason']})" for n, s in table["skipped"].items()))
+    return "victims (success over clean-correct views, 95% CI): " + ("; ".join(parts) or "none")
+
+
+def log_members(tracker, table: dict) -> None:
+    """The members table to the tracker: a ``heldout/victims`` table and ``heldout/<name>/...`` summaries."""
+    columns = ["victim", "role", "mode", "clean_accuracy", "attack_success_rate", "attack_success_rate_ci_low",
+               "attack_success_rate_ci_high", "attack_success_rate_unconditional", "mean_target_confidence"]
+    rows = [[n, r["role"], r["mode"], r["clean_accuracy"]["rate"], r["attack_success_rate"]["rate"],
+             r["attack_success_rate"]["ci95"][0], r["attack_success_rate"]["ci95"][1],
+             r["attack_success_rate_unconditional"]["rate"], r.get("mean_target_confidence")]
+            for n, r in table["members"].items()]
+    tracker.log_table("heldout/victims", columns, rows)
+    flat = {}
+    for n, r in table["members"].items():
+        for key in ("clean_accuracy", "attack_success_rate", "attack_success_rate_unconditional"):
+            flat[f"heldout/{n}/{key}"] = r[key]["rate"]
+    mean = table["held_out_mean"]
+    if mean["attack_success_rate"] is not None:
+        flat["heldout/held_out_mean_attack_success_rate"] = mean["attack_success_rate"]
+        flat["heldout/held_out_min_attack_success_rate"] = mean["attack_success_rate_min"]
+    tracker.summary(flat)

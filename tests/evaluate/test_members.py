@@ -1,0 +1,182 @@
+"""The members table (physattack/evaluate/members.py): the final patch on attacked and held-out victims."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from physattack.eot import BackgroundBank, EvalGrid, ViewPipeline
+from physattack.errors import InputError
+from physattack.evaluate.members import (ATTACKED, HELD_OUT, evaluate_members, log_members, members_line,
+                                         tag_members)
+from physattack.evaluate.transfer import bundled_signnet
+from physattack.render import Renderer
+from physattack.victims.base import Classifier
+
+BATCH = 2
+
+
+class CountingPipeline:
+    """A view pipeline that counts its calls."""
+
+    def __init__(self, pipeline):
+        self.pipeline, self.calls = pipeline, 0
+
+    def __call__(self, scene, texture, params):
+        self.calls += 1
+        return self.pipeline(scene, texture, params)
+
+
+class NoYield(Classifier):
+    """SignNet's logits under labels that lack 'yield'."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.labels = tuple("stop" if n == "stop" else f"other_{i}" for i, n in enumerate(inner.labels))
+
+    def logits(self, images):
+        return self.inner(images)
+
+
+class Detector(torch.nn.Module):
+    is_detector = True
+
+
+class Recorder:
+    def __init__(self):
+        self.tables, self.summaries = {}, {}
+
+    def log_table(self, name, columns, rows):
+        self.tables[name] = (columns, rows)
+
+    def summary(self, metrics):
+        self.summaries.update(metrics)
+
+    def __getattr__(self, name):             # log, log_images, ...: accepted and ignored
+        return lambda *a, **k: None
+
+
+@pytest.fixture(scope="module")
+def setup(stop_scene):
+    adv = stop_scene.texture.clone()
+    adv[:, 100:412, 100:412] = 1.0            # a white square: SignNet reads yield, its sibling only sometimes
+    grid = EvalGrid(azimuth_deg=[-25.0, 25.0], distance_m=[5.0, 10.0], lighting=["noon"], background_count=4)
+    pipe = ViewPipeline(Renderer(), BackgroundBank(4, seed=1000), (56, 56))
+    return stop_scene, adv, grid, pipe
+
+
+@pytest.fixture(scope="module")
+def sibling():
+    return bundled_signnet("signnet_seed1")
+
+
+def direct_rates(victim, clean, attacked, true_idx, target_idx):
+    """Rates from plain argmaxes of the victim's outputs, without the project's metrics code."""
+    with torch.no_grad():
+        cp, ap = victim(clean).argmax(1), victim(attacked).argmax(1)
+        conf = torch.softmax(victim(attacked), 1)[:, target_idx].mean()
+    ok, hit = cp == true_idx, ap == target_idx
+    return {"clean": (int(ok.sum()), len(ok)), "rp2": (int((hit & ok).sum()), int(ok.sum())),
+            "all": (int(hit.sum()), len(hit)), "conf": float(conf)}
+
+
+def counts(r):
+    return r["count"], r["n"]
+
+
+def test_rates_match_direct_classification_and_grid_renders_once(setup, signnet, sibling):
+    scene, adv, grid, pipe = setup
+    spy = CountingPipeline(pipe)
+    members = tag_members(attacked={"signnet": signnet}, held_out={"signnet_seed1": sibling})
+    table = evaluate_members(scene, scene.texture, adv, spy, grid, members, "yield", batch_size=BATCH)
+    batches = -(-len(grid) // BATCH)
+    assert spy.calls == 2 * batches                    # clean + attacked per batch, whatever the victim count
+
+    one = CountingPipeline(pipe)
+    evaluate_members(scene, scene.texture, adv, one, grid, tag_members(held_out={"signnet_seed1": sibling}), "yield",
+                     batch_size=BATCH)
+    assert one.calls == spy.calls
+
+    params = grid.params()
+    clean = torch.cat([pipe(scene, scene.texture, params[s:s + BATCH]).images for s in range(0, len(grid), BATCH)])
+    attacked = torch.cat([pipe(scene, adv, params[s:s + BATCH]).images for s in range(0, len(grid), BATCH)])
+    for name, victim in (("signnet", signnet), ("signnet_seed1", sibling)):
+        want = direct_rates(victim, clean, attacked, victim.labels.index("stop"), victim.labels.index("yield"))
+        row = table["members"][name]
+        assert row["mode"] == "targeted" and row["views"] == len(grid)
+        assert counts(row["clean_accuracy"]) == want["clean"]
+        assert counts(row["attack_success_rate"]) == want["rp2"]
+        assert counts(row["attack_success_rate_unconditional"]) == want["all"]
+        assert row["mean_target_confidence"] == pytest.approx(want["conf"], abs=1e-5)
+        lo, hi = row["attack_success_rate"]["ci95"]
+        assert 0 <= lo <= hi <= 1
+    assert table["members"]["signnet"]["attack_success_rate"]["count"] > 0       # the check compares real successes
+    assert table["members"]["signnet"]["role"] == ATTACKED and table["members"]["signnet_seed1"]["role"] == HELD_OUT
+    mean = table["held_out_mean"]
+    assert mean["victims"] == ["signnet_seed1"]
+    assert mean["attack_success_rate"] == table["members"]["signnet_seed1"]["attack_success_rate"]["rate"]
+    line = members_line(table)
+    assert "held-out (never called by the optimizer) signnet_seed1" in line and "held-out mean" in line
+
+    rec = Recorder()
+    log_members(rec, table)
+    columns, rows = rec.tables["heldout/victims"]
+    assert [r[0] for r in rows] == ["signnet", "signnet_seed1"] and columns[:2] == ["victim", "role"]
+    assert rec.summaries["heldout/signnet_seed1/attack_success_rate"] == mean["attack_success_rate"]
+
+
+def test_untargeted_and_skipped_members(setup, signnet):
+    scene, adv, grid, pipe = setup
+    members = tag_members(attacked={"signnet": signnet},
+                          held_out={"no_yield": NoYield(signnet), "detector": Detector()})
+    table = evaluate_members(scene, scene.texture, adv, pipe, grid, members, "yield", batch_size=BATCH)
+    assert set(table["members"]) == {"signnet"}
+    assert "lack the target 'yield'" in table["skipped"]["no_yield"]["reason"]
+    assert table["skipped"]["no_yield"]["role"] == HELD_OUT
+    assert "classifier victims only" in table["skipped"]["detector"]["reason"]
+    assert table["held_out_mean"]["attack_success_rate"] is None
+    assert "skipped no_yield" in members_line(table)
+
+    untargeted = evaluate_members(scene, scene.texture, adv, pipe, grid, members, None, batch_size=BATCH)
+    row = untargeted["members"]["no_yield"]                   # no target needed: scored by leaving 'stop'
+    assert row["mode"] == "untargeted" and "mean_target_confidence" not in row
+    assert untargeted["held_out_mean"]["attack_success_rate"] == row["attack_success_rate"]["rate"] or \
+        row["attack_success_rate"]["n"] == 0
+    with pytest.raises(InputError, match="both as attacked and as held out"):
+        tag_members(attacked={"a": signnet}, held_out={"a": signnet})
+
+
+def test_heldout_run_writes_the_table(tmp_path, setup, signnet, sibling):
+    from physattack.evaluate.protocol import HeldOutRun, HeldOutSettings
+
+    scene, adv, grid, pipe = setup
+    settings = HeldOutSettings(atlas=False, worst_views=2)
+    members = tag_members(attacked={"signnet": signnet},
+                          held_out={"signnet_seed1": sibling, "no_yield": NoYield(signnet)})
+    plain, spy = CountingPipeline(pipe), CountingPipeline(pipe)
+    HeldOutRun(plain, grid, settings).evaluate(scene=scene, victim=signnet, adv_texture=adv, run_dir=tmp_path / "a",
+                                               summary={"scene": "stop_sign", "attack": "t", "target_label": "yield"},
+                                               batch_size=BATCH)
+    rec = Recorder()
+    out = HeldOutRun(spy, grid, settings, members=members).evaluate(
+        scene=scene, victim=signnet, adv_texture=adv, run_dir=tmp_path / "b", tracker=rec, batch_size=BATCH,
+        summary={"scene": "stop_sign", "attack": "t", "target_label": "yield"})
+    assert spy.calls == plain.calls                   # the members add no render of the grid
+
+    a = json.loads((tmp_path / "a" / "metrics.json").read_text())["heldout"]
+    b = json.loads((tmp_path / "b" / "metrics.json").read_text())["heldout"]
+    assert "victims" not in a
+    assert a["attack_success_rate"] == b["attack_success_rate"]
+    assert b["attack_success_rate"] == b["victims"]["members"]["signnet"]["attack_success_rate"]
+    assert set(b["victims"]["members"]) == {"signnet", "signnet_seed1"} and "no_yield" in b["victims"]["skipped"]
+    assert out["heldout"]["victims"] == b["victims"]
+
+    report = (tmp_path / "b" / "report.md").read_text()
+    assert "| victim | role | mode | clean accuracy | success (clean-correct) | success (all views)" in report
+    assert "| signnet_seed1 | held-out | targeted |" in report and "| signnet | attacked | targeted |" in report
+    assert "`no_yield` (held-out): its labels lack the target 'yield'" in report
+    assert "classifier victims only" in report
+    assert "heldout/victims" in rec.tables and "heldout/signnet_seed1/clean_accuracy" in rec.summaries
