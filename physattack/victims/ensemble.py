@@ -56,7 +56,7 @@ class Ensemble(nn.Module):
         members = list(members)
         if not members:
             raise VictimError("An ensemble needs at least one member; list the victims to attack under "
-                              "victim.members (e.g. signnet and signnet_seed1).")
+                              "victim.members (for example signnet and signnet_seed1).")
         names = [f"member{k}" for k in range(len(members))] if names is None else [str(n) for n in names]
         if len(names) != len(members):
             raise VictimError(f"The ensemble has {len(members)} members but {len(names)} names; give one name per "
@@ -192,7 +192,7 @@ def build_ensemble(members: Mapping[str, nn.Module], heldout: Sequence[str] = ()
         weighting, temperature: as ``Ensemble``.
     """
     if not isinstance(members, Mapping):
-        raise VictimError("victim.members must map each member's name to its victim config (e.g. signnet: "
+        raise VictimError("victim.members must map each member's name to its victim config (for example signnet: "
                           "{_target_: physattack.victims.load_signnet}).")
     heldout = tuple(str(h) for h in (heldout or ()))
     both = [h for h in heldout if h in members]

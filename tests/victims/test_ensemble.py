@@ -1,0 +1,139 @@
+"""The Ensemble victim: members of one kind, each with its own preprocessing, labels matched by name."""
+
+import pytest
+import torch
+from torch import nn
+
+from physattack.victims import Classifier, DetNet, Ensemble, VictimError, build_ensemble
+from physattack.victims.base import normalize
+
+LABELS = ("stop", "yield", "no_entry")
+
+
+class Recorder(Classifier):
+    """A tiny classifier that declares an input size and its own normalization but does not resize:
+    it records the shape and statistics of what reaches its network."""
+
+    def __init__(self, labels=LABELS, input_size=32, mean=0.5, std=0.25, seed=0):
+        super().__init__()
+        self.labels, self.input_size, self.mean, self.std = tuple(labels), input_size, mean, std
+        torch.manual_seed(seed)
+        self.net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                 nn.Linear(4, len(self.labels)))
+        self.seen = []
+        self.freeze()
+
+    def logits(self, images):
+        x = normalize(images, (self.mean,) * 3, (self.std,) * 3)
+        self.seen.append((tuple(x.shape), float(x.mean())))
+        return self.net(x)
+
+
+def one_sentence(msg: str) -> bool:
+    return msg.count(". ") == 0 and msg.endswith(".") and "\n" not in msg
+
+
+def test_each_member_gets_its_own_input_size_and_normalization():
+    small, large = Recorder(input_size=32, mean=0.5, std=0.25), Recorder(input_size=48, mean=0.0, std=1.0, seed=1)
+    ens = Ensemble([small, large], names=["small", "large"])
+    images = torch.full((2, 3, 64, 64), 0.75)
+    ens(images)
+    assert small.seen == [((2, 3, 32, 32), pytest.approx(1.0))]       # (0.75 - 0.5) / 0.25
+    assert large.seen == [((2, 3, 48, 48), pytest.approx(0.75))]      # (0.75 - 0) / 1
+
+
+def test_forward_is_the_log_of_the_members_mean_probability_by_label_name():
+    a = Recorder(seed=0)
+    b = Recorder(labels=("no_entry", "stop", "yield", "keep_right"), seed=1)    # other order, one more label
+    ens = Ensemble([a, b], names=["a", "b"])
+    x = torch.rand(3, 3, 32, 32)
+    pa = torch.softmax(a(x), 1)
+    pb = torch.softmax(b(x), 1)[:, [1, 2, 0]]            # b's probabilities of a's labels, by name
+    assert torch.allclose(ens(x).exp(), (pa + pb) / 2, atol=1e-6)
+    assert ens.labels == LABELS
+    assert ens.label_index("yield") == 1 and ens.member_label_indices("yield") == [1, 2]
+    assert ens.label_set("stop") == (0,)
+
+
+def test_mean_and_hardest_weighting():
+    mean = Ensemble([Recorder(), Recorder(seed=1)])
+    assert torch.allclose(mean.weights([0.1, 3.0]), torch.tensor([0.5, 0.5], dtype=torch.float64))
+    hardest = Ensemble([Recorder(), Recorder(seed=1), Recorder(seed=2)], weighting="hardest", temperature=0.5)
+    w = hardest.weights([0.1, 3.0, 1.0])
+    assert float(w.sum()) == pytest.approx(1.0)
+    assert w[1] > w[2] > w[0]                            # the member fooled least weighs most
+    assert torch.allclose(w, torch.softmax(torch.tensor([0.1, 3.0, 1.0], dtype=torch.float64) / 0.5, 0))
+
+
+def test_ensemble_is_frozen_and_moves_as_one_module():
+    ens = build_ensemble({"a": Recorder(), "b": Recorder(seed=1)})
+    assert not ens.training and all(not p.requires_grad for p in ens.parameters())
+    assert len(list(ens.parameters())) == 2 * len(list(Recorder().parameters()))
+    assert ens.names == ("a", "b") and not ens.is_detector and ens.heldout == ()
+
+
+def test_an_empty_ensemble_is_refused():
+    with pytest.raises(VictimError, match="at least one member") as e:
+        Ensemble([])
+    assert one_sentence(str(e.value))
+    with pytest.raises(VictimError, match="at least one member"):
+        build_ensemble({})
+
+
+def test_a_member_lacking_the_target_is_named():
+    ens = Ensemble([Recorder(), Recorder(labels=("stop", "no_entry"), seed=1)], names=["signnet", "narrow"])
+    with pytest.raises(VictimError) as e:
+        ens.label_index("yield")
+    msg = str(e.value)
+    assert "'narrow'" in msg and "'yield'" in msg and "stop, no_entry" in msg and "victim.members" in msg
+    assert one_sentence(msg)
+    ens.label_index("stop")                             # what every member has is fine
+
+
+def test_mixing_a_detector_and_a_classifier_is_refused():
+    with pytest.raises(VictimError) as e:
+        Ensemble([Recorder(), DetNet(LABELS, width=4, neck=8, input_size=64).freeze()], names=["signnet", "detnet"])
+    msg = str(e.value)
+    assert "'detnet' is a detector" in msg and "'signnet' is a classifier" in msg and one_sentence(msg)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"names": ["a"]}, "2 members but 1 names"),
+    ({"names": ["a", "a"]}, "'a' is used twice"),
+    ({"weighting": "max"}, "victim.weighting must be one of mean, hardest"),
+    ({"temperature": 0.0}, "victim.temperature must be > 0"),
+])
+def test_bad_settings_are_one_sentence(kwargs, words):
+    with pytest.raises(VictimError, match=words) as e:
+        Ensemble([Recorder(), Recorder(seed=1)], **kwargs)
+    assert "\n" not in str(e.value)
+
+
+def test_a_heldout_name_cannot_be_attacked_too():
+    with pytest.raises(VictimError, match="'b' is both an attack member and held out"):
+        build_ensemble({"a": Recorder(), "b": Recorder(seed=1)}, heldout=["b"])
+    assert build_ensemble({"a": Recorder()}, heldout=["b"]).heldout == ("b",)
+
+
+def test_detector_ensemble_renders_at_the_largest_input_and_answers_as_its_first_member():
+    first, second = (DetNet(LABELS, width=4, neck=8, input_size=s).freeze() for s in (64, 96))
+    ens = Ensemble([first, second], names=["d64", "d96"])
+    assert ens.is_detector and ens.input_size == 96 and ens.score_threshold == first.score_threshold
+    x = torch.rand(1, 3, 96, 96)
+    assert torch.equal(ens(x).candidate_scores, first(x).candidate_scores)
+
+
+def test_the_config_composes_passes_the_door_and_builds_without_the_heldout_member():
+    from hydra import compose, initialize_config_module
+
+    from physattack.cli.build import make
+    from physattack.cli.door import check_constructors
+
+    with initialize_config_module("physattack.conf", version_base="1.3"):
+        cfg = compose("config", overrides=["+scene=stop_sign", "attack=yield", "victim=ensemble"])
+    check_constructors(cfg)
+    assert list(cfg.victim.heldout) == ["signnet_w8_seed2"]
+    ens = make(cfg.victim)
+    assert isinstance(ens, Ensemble) and ens.names == ("signnet", "signnet_seed1")
+    assert ens.heldout == ("signnet_w8_seed2",) and ens.weighting == "mean"
+    assert ens.label_index("yield") == ens.members[0].label_index("yield")
