@@ -25,7 +25,16 @@ def call(main, argv: list[str]) -> int:
 
 def one_sentence(capsys) -> str:
     """The last stderr line, checked to be one ``error:`` sentence without a traceback."""
-    err = capsys.readouterr().err
+    return last_error_line(capsys.readouterr().err)
+
+
+def one_sentence_error(proc: subprocess.CompletedProcess) -> str:
+    """A ``python -m`` run's refusal: exit status 2 and one ``error:`` sentence without a traceback."""
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    return last_error_line(proc.stderr)
+
+
+def last_error_line(err: str) -> str:
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
     assert lines and lines[-1].startswith("error: ") and "Traceback" not in err, err[-2000:]
     return lines[-1]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from commands import one_sentence_error
 
 TINY = ["attack.steps=2", "attack.batch_size=4", "attack.checkpoint_every=1", "gallery_views=4",
         "eot.grid.azimuth_deg=[-30,30]", "eot.grid.distance_m=[5,12]", "eot.grid.lighting=[noon,low_sun]",
@@ -57,13 +58,6 @@ def test_reprogram_command_learns_a_label_map_and_reports_the_task(tmp_path):
     assert manifest["source"]["label_map"] == m["label_map"]    # the printed frame says what each label means
     assert m["task_accuracy"]["n"] == m["random_program_accuracy"]["n"] == 18
     assert "held-out task accuracy" in proc.stdout and "digits read as 0=" in proc.stdout
-
-
-def one_sentence_error(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-    assert lines[-1].startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    return lines[-1]
 
 
 def test_missing_scene_says_to_add_it(tmp_path):

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from commands import one_sentence_error
 
 TINY = ["attack.steps=2", "attack.batch_size=2", "attack.mask_search_steps=1", "attack.checkpoint_every=1",
         "gallery_views=2", "eval_batch_size=2", "eot.grid.azimuth_deg=[-30,30]", "eot.grid.distance_m=[6]",
@@ -62,13 +63,6 @@ def test_mislabel_runs_end_to_end_on_the_bundled_detector(tmp_path):
     proc = run_cli(["+scene=stop_sign", "attack=mislabel", "victim=detnet", *TINY], tmp_path)
     m = check_run(proc, tmp_path / "run", "mislabel")
     assert m["target_label"] == "yield" and "mislabel_rate" in m and m["ap50_clean"] >= 0.0
-
-
-def one_sentence_error(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-    assert lines[-1].startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    return lines[-1]
 
 
 def test_yield_against_a_coco_detector_lists_its_labels(tmp_path):
