@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 import torch
+from torch import Tensor
 
 from physattack.errors import InputError, check_range, check_values
 from physattack.eot.params import SceneParams
@@ -23,6 +24,13 @@ LIGHTING_PRESETS: dict[str, dict[str, float]] = {
     "low_sun": {"ambient": 0.3, "diffuse": 0.85, "light_azimuth_deg": -70.0, "light_elevation_deg": 12.0,
                 "color_temp_k": 3800.0},
 }
+
+def preset_lights(count: int, generator: torch.Generator) -> dict[str, Tensor]:
+    """Lighting fields of ``count`` views, each under one of the named presets drawn at random."""
+    names = list(LIGHTING_PRESETS)
+    pick = torch.randint(len(names), (count,), generator=generator).tolist()
+    return {k: torch.tensor([LIGHTING_PRESETS[names[i]][k] for i in pick]) for k in LIGHTING_PRESETS["noon"]}
+
 
 # Camera-effect presets of the held-out grid: SceneParams fields each preset sets. "default" keeps the
 # grid's own ``blur_sigma_px`` and ``noise_std`` (and is the only preset of a grid that names none).

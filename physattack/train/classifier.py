@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from physattack.eot import LIGHTING_PRESETS, BackgroundBank, SceneParams, ViewPipeline, ViewSampler
+from physattack.eot.grid import preset_lights
 from physattack.errors import InputError, check_range
 from physattack.render import Renderer
 from physattack.scene import load_scene
@@ -90,10 +91,7 @@ def render_set(scene_names: list[str], per_class: int, sampler: ViewSampler, ban
 
 def with_presets(params: SceneParams, generator: torch.Generator) -> SceneParams:
     """The same views under the evaluation grid's named lighting presets (one drawn per view)."""
-    names = list(LIGHTING_PRESETS)
-    pick = torch.randint(len(names), (len(params),), generator=generator)
-    light = {k: torch.tensor([LIGHTING_PRESETS[names[i]][k] for i in pick.tolist()]) for k in LIGHTING_PRESETS["noon"]}
-    return replace(params, **light)
+    return replace(params, **preset_lights(len(params), generator))
 
 
 def evaluate(model: SignNet, images: torch.Tensor, labels: torch.Tensor) -> tuple[float, list[float]]:

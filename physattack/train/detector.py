@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from physattack.eot import LIGHTING_PRESETS, BackgroundBank, EvalGrid, ViewPipeline, ViewSampler
 from physattack.eot.frames import FrameGrid, FrameLayout, FrameSampler, render_frames
+from physattack.eot.grid import preset_lights
 from physattack.errors import InputError, check_range
 from physattack.evaluate.detection import class_ap
 from physattack.render import Renderer
@@ -99,10 +100,8 @@ def render_set(scenes, sampler: FrameSampler, bank: BackgroundBank, count: int, 
 
 def with_presets(layout: FrameLayout, generator: torch.Generator) -> FrameLayout:
     """The same frames under the evaluation grid's named lighting presets (one per frame)."""
-    names = list(LIGHTING_PRESETS)
     k = layout.scene_index.shape[1]
-    pick = torch.randint(len(names), (len(layout),), generator=generator).repeat_interleave(k)
-    fields = {f: torch.tensor([LIGHTING_PRESETS[names[i]][f] for i in pick.tolist()]) for f in LIGHTING_PRESETS["noon"]}
+    fields = {f: v.repeat_interleave(k) for f, v in preset_lights(len(layout), generator).items()}
     return replace(layout, params=replace(layout.params, **fields))
 
 
