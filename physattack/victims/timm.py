@@ -46,7 +46,7 @@ class TimmClassifier(Classifier):
     Args:
         model: the timm model (``timm.create_model(...)``), B×3×h×w normalized -> B×K logits.
         labels: class names, in output order.
-        input_size: (h, w) the model sees.
+        input_size: side of the square the model sees.
         mean, std: per-channel normalization of images in [0, 1].
         interpolation: ``bilinear``, ``bicubic`` or ``nearest``.
         crop_pct: ``None``: the whole view is resized to ``input_size`` (as the torchvision victims);
@@ -57,13 +57,13 @@ class TimmClassifier(Classifier):
         images B×3×H×W in [0, 1] -> logits B×K.
     """
 
-    def __init__(self, model: torch.nn.Module, labels: Sequence[str], input_size: tuple[int, int],
+    def __init__(self, model: torch.nn.Module, labels: Sequence[str], input_size: int,
                  mean: Sequence[float], std: Sequence[float], interpolation: str = "bicubic",
                  crop_pct: float | None = None):
         super().__init__()
         self.model = model
         self.labels = tuple(labels)
-        self.input_size = (int(input_size[0]), int(input_size[1]))
+        self.input_size = int(input_size)
         self.mean = tuple(float(m) for m in mean)
         self.std = tuple(float(s) for s in std)
         self.interpolation = interpolation
@@ -73,16 +73,16 @@ class TimmClassifier(Classifier):
         return self.model(normalize(self.resize(images), self.mean, self.std))
 
     def resize(self, images: Tensor) -> Tensor:
-        """B×3×H×W -> B×3×h×w (``input_size``), differentiable."""
-        h, w = self.input_size
+        """B×3×H×W -> B×3×S×S (S = ``input_size``), differentiable."""
+        s = self.input_size
         if self.crop_pct is None:
-            return _resize(images, (h, w), self.interpolation)
-        # timm's eval transform: scale the shorter side to size/crop_pct, keep the centre.
-        scale = max(h, w) / self.crop_pct / min(images.shape[-2:])
-        size = (max(h, round(images.shape[-2] * scale)), max(w, round(images.shape[-1] * scale)))
+            return _resize(images, (s, s), self.interpolation)
+        # timm's eval transform: scale the shorter side to S/crop_pct, keep the centre S×S.
+        scale = s / self.crop_pct / min(images.shape[-2:])
+        size = (max(s, round(images.shape[-2] * scale)), max(s, round(images.shape[-1] * scale)))
         images = _resize(images, size, self.interpolation)
-        top, left = (size[0] - h) // 2, (size[1] - w) // 2
-        return images[..., top:top + h, left:left + w]
+        top, left = (size[0] - s) // 2, (size[1] - s) // 2
+        return images[..., top:top + s, left:left + s]
 
 
 def _resize(images: Tensor, size: tuple[int, int], mode: str) -> Tensor:
@@ -203,8 +203,10 @@ def load_timm_classifier(arch: str, weights: str | None = None, num_classes: int
     if mode is None:
         raise VictimError(f"victim.interpolation must be one of bilinear, bicubic, nearest; got "
                           f"{config['interpolation']!r}.")
-    victim = TimmClassifier(model, labels, tuple(config["input_size"][-2:]), config["mean"], config["std"],
-                            mode, crop_pct)
+    height, width = config["input_size"][-2:]
+    if height != width:
+        raise VictimError(f"timm's data config for {arch} is {height}×{width}, not square; set victim.input_size.")
+    victim = TimmClassifier(model, labels, height, config["mean"], config["std"], mode, crop_pct)
     victim.label_sets = load_label_sets(label_sets, victim.labels)
     victim.arch = arch
     return victim.freeze()

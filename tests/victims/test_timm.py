@@ -82,7 +82,7 @@ def test_preprocessing_comes_from_timms_data_config(timm):
     from physattack.victims.timm import load_timm_classifier
     victim = load_timm_classifier(ARCH, random_init=True, label_sets="imagenet")
     config = timm.data.resolve_data_config({}, model=victim.model)
-    assert victim.input_size == tuple(config["input_size"][-2:]) == (176, 176)
+    assert (victim.input_size,) * 2 == tuple(config["input_size"][-2:]) == (176, 176)
     assert victim.mean == tuple(config["mean"]) and victim.std == tuple(config["std"])
     assert victim.interpolation == config["interpolation"] == "bicubic"
     assert len(victim.labels) == 1000 and victim.labels[919] == "street sign"
@@ -92,7 +92,7 @@ def test_preprocessing_comes_from_timms_data_config(timm):
                                                / torch.tensor(victim.std).view(1, 3, 1, 1)))
     mine = load_timm_classifier(ARCH, labels=SIGN_LABELS, random_init=True, input_size=48, mean=[0.5] * 3,
                                 std=[0.25] * 3, interpolation="bilinear")
-    assert (mine.input_size, mine.mean, mine.std, mine.interpolation) == ((48, 48), (0.5,) * 3, (0.25,) * 3,
+    assert (mine.input_size, mine.mean, mine.std, mine.interpolation) == (48, (0.5,) * 3, (0.25,) * 3,
                                                                           "bilinear")
 
 
