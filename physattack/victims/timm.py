@@ -188,7 +188,7 @@ def load_timm_classifier(arch: str, weights: str | None = None, num_classes: int
                                   **_plain(model_kwargs or {}))
     except (TypeError, ValueError, RuntimeError, AssertionError) as e:
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise VictimError(f"timm could not build {arch} with num_classes={n} and model_kwargs={model_kwargs} "
+        raise VictimError(f"timm could not build {arch} with num_classes={n} and model_kwargs={_plain(model_kwargs or {})} "
                           f"({reason}); check victim.model_kwargs against timm.create_model('{arch}').") from None
     if labels is None:
         if model.num_classes != 1000:
