@@ -1,6 +1,8 @@
 """Ensemble EOT in the loop: one render per step, members asked one at a time with their own
 preprocessing, the ensemble's gradient the weighted mean of the members', held-out victims untouched."""
 
+import os
+import signal
 from importlib import resources
 from pathlib import Path
 
@@ -184,3 +186,35 @@ def test_detector_ensembles_hide_and_mislabel(parts, tmp_path, objective, target
                         sampler=sampler, batch_size=2)
     assert result.steps_done == 2 and result.zero_grad_steps == 0 and pipeline.calls == 2
     assert set(result.history[-1]["member_success"]) == {"detnet", "tiny"}
+
+
+class SigtermAt:
+    """A sampler that sends this process SIGTERM during its n-th draw."""
+
+    def __init__(self, sampler, n):
+        self.sampler, self.n, self.calls = sampler, n, 0
+
+    def sample(self, n, generator):
+        self.calls += 1
+        if self.calls == self.n:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return self.sampler.sample(n, generator)
+
+
+def test_an_interrupted_ensemble_run_resumes_to_the_bit_identical_patch(parts, signnets, tmp_path):
+    ensemble = build_ensemble({"a": signnets["signnet"], "b": signnets["signnet_seed1"]}, weighting="hardest")
+
+    def go(folder, sampler=None, resume=None):
+        patch = sticker_for_scene(parts["scene"], shape="bars")
+        attack = EOTAttack(target="yield", steps=3, batch_size=4, lr=0.2, checkpoint_every=1, mask_search_steps=0)
+        setup = AttackSetup(scene=parts["scene"], patch=patch, victim=ensemble, pipeline=parts["pipeline"],
+                            sampler=sampler or parts["sampler"], palette=parts["palette"])
+        run = RunConfig(seed=0, progress=False, resume=resume and str(resume))
+        return patch, attack.run(setup, run, tmp_path / folder)
+
+    full, _ = go("full")
+    _, stopped = go("part", sampler=SigtermAt(parts["sampler"], 2))
+    assert stopped.interrupted and stopped.steps_done == 2
+    resumed, result = go("resumed", resume=tmp_path / "part")
+    assert result.steps_done == 3 and set(result.history[0]["member_success"]) == {"a", "b"}
+    assert torch.equal(full.logits, resumed.logits)
