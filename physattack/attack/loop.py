@@ -239,15 +239,17 @@ class EOTAttack:
         opt = torch.optim.Adam(setup.patch.parameters(), lr=self.lr)
         sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=self.steps, eta_min=0.05 * self.lr)
                  if self.lr_schedule == "cosine" else torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0))
-        members = self._members(setup.victim, setup.scene) if isinstance(setup.victim, Ensemble) else None
+        members = self.members_of(setup.victim, setup.scene) if isinstance(setup.victim, Ensemble) else None
         return _Loop(setup, run, objective, label, setup.palette.to(setup.scene.texture.device), opt, sched, generator,
                      members)
 
-    def _members(self, ensemble: Ensemble, scene) -> list[Member]:
-        """Each member with its objective and its own index of the label, looked up by name."""
+    def members_of(self, ensemble: Ensemble, scene) -> list[Member]:
+        """Each member with its objective and its own index of the label, looked up by name; an
+        attack that cannot split its steps over members, or a member without the label, is refused
+        here (the run calls it before its first step; a builder may call it earlier)."""
         if type(self).observe is not EOTAttack.observe:
             raise AttackError(f"{type(self).__name__} learns from one victim's outputs (observe), so it cannot "
-                              "split its steps over an ensemble; use a single victim (e.g. victim=signnet).")
+                              "split its steps over an ensemble; use a single victim (for example victim=signnet).")
         name = self.target if self.targeted else scene.class_name
         indices = ensemble.member_label_indices(name)
         return [Member(n, m, self.objective_for(m), i) for n, m, i in zip(ensemble.names, ensemble.members, indices)]

@@ -218,3 +218,15 @@ def test_an_interrupted_ensemble_run_resumes_to_the_bit_identical_patch(parts, s
     resumed, result = go("resumed", resume=tmp_path / "part")
     assert result.steps_done == 3 and set(result.history[0]["member_success"]) == {"a", "b"}
     assert torch.equal(full.logits, resumed.logits)
+
+
+def test_attacks_that_learn_from_one_victims_outputs_refuse_an_ensemble(stop_scene, signnets):
+    from physattack.attack import AttackError
+    from physattack.attack.reprogram import ReprogramAttack
+
+    ensemble = build_ensemble({"a": signnets["signnet"], "b": signnets["signnet_seed1"]})
+    with pytest.raises(AttackError, match="ReprogramAttack .* cannot split its steps over an ensemble") as e:
+        ReprogramAttack(steps=1, batch_size=2).members_of(ensemble, stop_scene)
+    assert "\n" not in str(e.value)
+    members = EOTAttack(objective="untargeted", target=None).members_of(ensemble, stop_scene)
+    assert [(m.name, m.label) for m in members] == [("a", 0), ("b", 0)]
