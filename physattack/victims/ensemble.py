@@ -44,10 +44,13 @@ class Ensemble(nn.Module):
             "Stochastic Variance Reduced Ensemble Adversarial Attack").
         temperature: the ``hardest`` softmax's temperature, in loss units (large: towards ``mean``).
 
-    ``forward(images)``, for evaluation and the sticker mask search: for classifiers, the log of the
-    members' mean probability of each of the ensemble's labels (log-probabilities are logits; a
-    member without a label gives it probability 0); for detectors, the first member's output (boxes
-    from several detectors do not average). Reports should show each member separately.
+    ``forward(images)``, for evaluation and the sticker mask search: for classifiers, logits whose
+    softmax is the members' mean probability of each of the ensemble's labels (a member without a
+    label gives it probability 0; labels only other members have are left out and the rest
+    renormalized), centred to sum to 0 per view, since logits are defined up to a constant and
+    normalized log-probabilities would read as a softmax left in the model; for detectors, the first
+    member's output (boxes from several detectors do not average). Reports should show each member
+    separately.
     """
 
     def __init__(self, members: Sequence[nn.Module], names: Sequence[str] | None = None, weighting: str = "mean",
@@ -158,7 +161,8 @@ class Ensemble(nn.Module):
             probs = torch.softmax(member(self.member_inputs(member, images)).float(), dim=1)
             mapped = _to_labels(probs, tuple(member.labels), labels)
             total = mapped if total is None else total + mapped
-        return torch.log((total / len(self.members)).clamp(min=1e-12))
+        log_mean = torch.log((total / len(self.members)).clamp(min=1e-12))
+        return log_mean - log_mean.mean(dim=1, keepdim=True)
 
     def freeze(self) -> "Ensemble":
         self.eval()

@@ -42,14 +42,17 @@ def test_each_member_gets_its_own_input_size_and_normalization():
     assert large.seen == [((2, 3, 48, 48), pytest.approx(0.75))]      # (0.75 - 0) / 1
 
 
-def test_forward_is_the_log_of_the_members_mean_probability_by_label_name():
+def test_forward_gives_the_members_mean_probability_by_label_name():
     a = Recorder(seed=0)
     b = Recorder(labels=("no_entry", "stop", "yield", "keep_right"), seed=1)    # other order, one more label
     ens = Ensemble([a, b], names=["a", "b"])
     x = torch.rand(3, 3, 32, 32)
     pa = torch.softmax(a(x), 1)
     pb = torch.softmax(b(x), 1)[:, [1, 2, 0]]            # b's probabilities of a's labels, by name
-    assert torch.allclose(ens(x).exp(), (pa + pb) / 2, atol=1e-6)
+    mean = (pa + pb) / 2
+    logits = ens(x)
+    assert torch.allclose(torch.softmax(logits, 1), mean / mean.sum(1, keepdim=True), atol=1e-6)
+    assert torch.allclose(logits.sum(1), torch.zeros(3), atol=1e-5)          # logits, not log-probabilities
     assert ens.labels == LABELS
     assert ens.label_index("yield") == 1 and ens.member_label_indices("yield") == [1, 2]
     assert ens.label_set("stop") == (0,)
