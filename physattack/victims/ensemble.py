@@ -39,9 +39,11 @@ class Ensemble(nn.Module):
         members: the victims, in order; the first one's labels are the ensemble's.
         names: one unique name per member (what logs and reports call it); default ``member0``, ….
         weighting: ``mean`` (each member's loss weighs 1/K) or ``hardest`` (weights are a softmax over
-            the members' current losses divided by ``temperature``: the members the patch fools least
-            weigh most, in the spirit of adaptive ensemble weighting, e.g. Xiong et al., CVPR 2022,
-            "Stochastic Variance Reduced Ensemble Adversarial Attack").
+            the members' current losses divided by ``temperature``, so the members the patch fools
+            least weigh most: the entropy-smoothed worst case over members, i.e. the weights on the
+            simplex that maximize the weighted loss plus ``temperature`` times their entropy, in the
+            spirit of min-max ensemble attacks, Wang et al., NeurIPS 2021, "Adversarial Attack
+            Generation Empowered by Min-Max Optimization").
         temperature: the ``hardest`` softmax's temperature, in loss units (large: towards ``mean``).
 
     ``forward(images)``, for evaluation and the sticker mask search: for classifiers, logits whose
@@ -116,6 +118,7 @@ class Ensemble(nn.Module):
         return self.member_label_indices(name)[0]
 
     def label_set(self, name: str) -> tuple[int, ...]:
+        """The first member's label set for ``name``, after checking every member has the label."""
         self.member_label_indices(name)
         first = self.members[0]
         return tuple(first.label_set(name)) if hasattr(first, "label_set") else (first.label_index(name),)
