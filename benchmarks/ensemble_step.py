@@ -15,8 +15,9 @@ in turn on the same machine state:
 
 It prints the medians over repeats and the ratio ensemble step / (pipeline + sum of members), whose
 goal (issue 14) is <= 1.1, both of the medians and as the median of each repeat's own ratio (steadier
-on shared cores, where the load drifts between repeats; the order alternates for the same reason): a ratio near 1 means the render is done once, not once per member (that
-would be about 1 + (K - 1) * pipeline / (pipeline + members)). On CUDA it also prints the step's peak
+on shared cores, where the load drifts between repeats; the order alternates for the same reason).
+A ratio near 1 means the render is done once, not once per member (that would be about
+1 + (K - 1) * pipeline / (pipeline + members)). On CUDA it also prints the step's peak
 memory beside the largest single member's.
 """
 
