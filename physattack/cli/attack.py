@@ -116,6 +116,7 @@ def attack_and_report(parts: build.AttackParts, run: RunConfig, run_dir: Path, t
         "scene": scene.name, "true_label": scene.class_name, "true_index": true_index,
         "attack": f"{attack.objective} -> {attack.target}" if target_index is not None else "untargeted",
         "target_label": attack.target if target_index is not None else None, "target_index": target_index,
+        "victim_names": parts.victim_names,
         "patch_type": type(patch).__name__, "patch_area_fraction": patch.area_fraction(scene.face_mask),
         "steps": attack.steps, "steps_done": result.steps_done, "best_step": result.best_step,
         **stopped, "zero_gradient_steps": result.zero_grad_steps,
@@ -197,15 +198,23 @@ def headline(metrics: dict) -> str:
             f"{clean['rate']:.1%} of {clean['n']}; patch covers {metrics['patch_area_fraction']:.1%} of the face.")
 
 
+def protocol_lines(metrics: dict) -> str:
+    """The held-out protocol for the terminal: its rates, the victims attacked and held out, the report."""
+    from physattack.evaluate.members import members_line
+    from physattack.evaluate.protocol import heldout_line
+
+    lines = [heldout_line(metrics["heldout"])]
+    if metrics["heldout"].get("victims"):
+        lines.append(members_line(metrics["heldout"]["victims"]))
+    return "\n".join(lines + [f"held-out report: {metrics['report']}"])
+
+
 def task(cfg: DictConfig, run_dir: Path) -> float | None:
     """The Hydra task: run, print the headline, and return the held-out success rate (task accuracy
     for reprogramming), the value a Hydra sweeper (e.g. Optuna) optimizes."""
-    from physattack.evaluate.protocol import heldout_line
-
     metrics = run_attack(cfg, run_dir)
     if "heldout" in metrics:
-        print(heldout_line(metrics["heldout"]))
-        print(f"held-out report: {Path(run_dir) / 'report.md'}")
+        print(protocol_lines(metrics))
     print(headline(metrics))
     print(f"outputs in {run_dir}")
     exit_if_interrupted(metrics)

@@ -115,6 +115,29 @@ def protocol_grid(cfg: DictConfig, background_count: int):
     return make(node, background_count=background_count, _convert_="all")
 
 
+def victim_names(cfg: DictConfig, built) -> list[str]:
+    """The names the attacked victim(s) go by: an ensemble's member names, else the ``victim=`` option
+    chosen (or, outside Hydra, the victim config's ``name`` or its constructor's name)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    names = getattr(built, "names", None)
+    if names:
+        return list(names)
+    if HydraConfig.initialized() and HydraConfig.get().runtime.choices.get("victim"):
+        return [str(HydraConfig.get().runtime.choices["victim"])]
+    return [str(cfg.victim.get("name") or str(cfg.victim.get("_target_", "victim")).rsplit(".", 1)[-1])]
+
+
+def protocol_victims(cfg: DictConfig, attacked: dict[str, object], device) -> dict:
+    """The victims the held-out protocol scores: ``attacked`` (name -> the victim the attack used) and
+    every victim of ``evaluation.victims`` the attack did not use, built here and tagged held out."""
+    from physattack.evaluate.members import tag_members
+
+    pool = (cfg.get("evaluation") or {}).get("victims") or {}
+    held_out = {str(n): victim(node, device) for n, node in pool.items() if str(n) not in attacked}
+    return tag_members(attacked=attacked, held_out=held_out)
+
+
 @dataclass
 class AttackParts:
     """Everything one attack run is made of."""
@@ -131,6 +154,7 @@ class AttackParts:
     colour_model: object
     export: object
     heldout: object | None    # physattack.evaluate.protocol.HeldOutRun, classifiers only
+    victim_names: list[str]   # what the attacked victim(s) are called in reports
 
 
 def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
@@ -156,12 +180,15 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     palette, colour_model = printer(cfg, device)
     pipeline = photographed(ViewPipeline(renderer, bank, size), colour_model)
     eval_pipeline = photographed(ViewPipeline(renderer, eval_bank, size), colour_model)
+    names = victim_names(cfg, built_victim)
     heldout = None
     if cfg.get("evaluation") is not None and cfg.evaluation.enabled and not is_detector(built_victim):
+        attacked = dict(zip(names, getattr(built_victim, "members", [built_victim])))
         heldout = HeldOutRun(eval_pipeline, protocol_grid(cfg, len(eval_bank)),
-                             make(cfg.evaluation.settings, _convert_="all"), ViewPipeline(renderer, eval_bank, size))
+                             make(cfg.evaluation.settings, _convert_="all"), ViewPipeline(renderer, eval_bank, size),
+                             members=protocol_victims(cfg, attacked, device))
     return AttackParts(built_scene, built_victim, attack, patch, pipeline, sampler, eval_pipeline, grid, palette,
-                       colour_model, export_options(cfg), heldout)
+                       colour_model, export_options(cfg), heldout, names)
 
 
 # -- finished runs -----------------------------------------------------------------------------------

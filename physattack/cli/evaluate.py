@@ -36,6 +36,9 @@ def evaluate_run(cfg: DictConfig, out_dir: str | Path) -> dict:
     summary["target_label"] = run.target
     summary["victim"] = run.cfg.victim.get("_target_", type(run.victim).__name__)
     summary["run_dir"] = str(run.run_dir)
+    attacked = m.get("victim_names") or build.victim_names(run.cfg, run.victim)
+    members = build.protocol_victims(merged, dict(zip(attacked, getattr(run.victim, "members", [run.victim]))),
+                                     build.device_of(cfg.device))
     tracker = build.make(cfg.logger, dir=str(out_dir), run_config=OmegaConf.to_container(merged, resolve=True),
                          _recursive_=False, _convert_="all")
     try:
@@ -44,17 +47,15 @@ def evaluate_run(cfg: DictConfig, out_dir: str | Path) -> dict:
                                summary=summary, run_dir=out_dir, settings=settings,
                                atlas_pipeline=run.plain_pipeline(), tracker=tracker,
                                zero_grad_steps=m.get("zero_gradient_steps"), steps_done=m.get("steps_done"),
-                               batch_size=cfg.eval_batch_size)
+                               batch_size=cfg.eval_batch_size, members=members)
     finally:
         tracker.finish()
 
 
 def task(cfg: DictConfig, out: Path) -> None:
-    from physattack.evaluate.protocol import heldout_line
+    from physattack.cli.attack import protocol_lines
 
-    result = evaluate_run(cfg, out)
-    print(heldout_line(result["heldout"]))
-    print(f"held-out report: {result['report']}")
+    print(protocol_lines(evaluate_run(cfg, out)))
 
 
 COMMAND = HydraCommand(
