@@ -1,18 +1,20 @@
-"""``python -m physattack.train signnet|detnet [key=value ...]``: train a bundled victim on the
+"""``python -m physattack.train signnet|detnet|zoo [key=value ...]``: train a bundled victim on the
 project's own renders and write its weights (.safetensors) and metadata (.json, with the command).
 
 Wiring only: the options are the training dataclass's fields (``physattack.train.classifier.
-SignNetTraining``, ``physattack.train.detector.DetNetTraining``) plus where to write; the work is
-``train_signnet`` / ``train_detnet``. An existing weights file is refused unless ``overwrite=true``
-(checked before anything is rendered).
+SignNetTraining``, ``physattack.train.detector.DetNetTraining``, ``physattack.train.zoo.ZooTraining``)
+plus where to write; the work is ``train_signnet`` / ``train_detnet`` / ``train_member``. An existing
+weights file is refused unless ``overwrite=true`` (checked before anything is rendered).
 """
 
 from __future__ import annotations
 
 import inspect
+import os
+import re
 import shlex
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Callable
 
@@ -20,10 +22,11 @@ import torch
 
 from physattack.cli.door import did_you_mean, entry, parse_options, path_of, plain_help, wants_help
 from physattack.cli.rundir import ensure_writable
-from physattack.errors import InputError
+from physattack.errors import InputError, check_range
 from physattack.train.classifier import SignNetTraining, train_signnet
 from physattack.train.detector import DetNetTraining, train_detnet
 from physattack.train.weights import check_target, save_weights
+from physattack.train.zoo import ZooTraining, save_member, save_victim_config, train_member
 from physattack.victims.detnet import default_detnet_weights
 from physattack.victims.signnet import default_weights
 
@@ -54,6 +57,33 @@ class DetNetCommand(DetNetTraining):
     threads: int = 2
 
 
+@dataclass
+class ZooCommand(ZooTraining):
+    """Args:
+        name: the member's name (letters, digits, _ and -); default zoo_<arch>.
+        out: weights file (.safetensors; its .json goes beside it); default assets/<name>.safetensors.
+        config: also write a victim config here (e.g. conf/victim/<name>.yaml), so victim=<name> loads the member.
+        overwrite: replace an existing weights file (and config).
+        threads: torch CPU threads.
+    """
+
+    name: str | None = None
+    out: str | None = None
+    config: str | None = None
+    overwrite: bool = False
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_range("threads", self.threads, 1, integer=True)
+        if self.name is None:
+            self.name = "zoo_" + re.sub(r"[^A-Za-z0-9_]+", "_", self.arch)
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", self.name):
+            raise InputError(f"name={self.name!r} may hold only letters, digits, _ and - (it names the files).")
+        if self.out is None:
+            self.out = str(default_weights().parent / f"{self.name}.safetensors")
+
+
 @dataclass(frozen=True)
 class Model:
     what: str
@@ -67,6 +97,10 @@ MODELS = {
                      "2 CPU cores)", SignNetCommand, default_weights, "signnet per_class=1200 epochs=10"),
     "detnet": Model("the bundled DetNet traffic-sign detector, on rendered context frames (about 30 min on "
                     "2 CPU cores)", DetNetCommand, default_detnet_weights, "detnet"),
+    "zoo": Model("a victim-zoo member: any timm architecture from random init, on rendered sign crops (with "
+                 "hard=true also clutter in the sign colours and small far signs)", ZooCommand,
+                 lambda: default_weights().parent / "<name>.safetensors",
+                 "zoo arch=resnet10t name=zoo_resnet10t hard=true per_class=1200 epochs=10"),
 }
 
 
@@ -82,14 +116,22 @@ def usage() -> str:
 def model_help(name: str) -> str:
     m = MODELS[name]
     docs = _arg_docs(m.options)
-    options = [f"{f.name}={m.default_out() if f.name == 'out' else _show(f.default)}".ljust(30) + " "
+    options = [f"{f.name}={m.default_out() if f.name == 'out' else _show(_default(f))}".ljust(30) + " "
                + docs.get(f.name, "") for f in fields(m.options)]
     return plain_help(f"physattack.train {name}", f"train {m.what}.",
                       [f"{PROG} {name} [key=value ...]", f"{PROG} {m.example}"], options)
 
 
 def _show(value) -> str:
+    if isinstance(value, (tuple, list)):
+        return "[" + ",".join(_show(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_show(v)}" for k, v in value.items()) + "}"
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _default(f):
+    return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
 def _arg_docs(cls: type) -> dict[str, str]:
@@ -128,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = parse_options(MODELS[name].options, rest, f"{PROG} {name} --help lists them")
     out = check_target(path_of(cmd.out) if cmd.out else MODELS[name].default_out(), cmd.overwrite)
     ensure_writable(out.parent, "out")
+    config = _check_config(cmd) if name == "zoo" else None
     if name == "detnet":
         torch.set_num_threads(cmd.threads)
         model, meta = train_detnet(cmd)
@@ -135,11 +178,40 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{lab} {a:.3f}" for lab, a in meta["heldout_ap50"].items())
               + f"; mAP {meta['heldout_map50']:.3f}")
         print(f"stop-sign detection rate on the attack's held-out frame grid: {meta['grid_detection_rate_stop']:.3f}")
+    elif name == "zoo":
+        torch.set_num_threads(cmd.threads)
+        model, meta = train_member(cmd)
+        for key, what in (("heldout", "held-out"), ("heldout_hard", "hard held-out")):
+            print(f"{what} top-1: {meta[key + '_top1']:.4f} over {meta[key + '_views']} renders; per class: "
+                  + ", ".join(f"{lab} {a:.3f}" for lab, a in meta[key + "_per_class"].items()))
     else:
         model, meta = train_signnet(cmd)
         print(f"held-out top-1: {meta['heldout_top1']:.4f} over {meta['heldout_views']} renders; per class: "
               + ", ".join(f"{lab} {a:.3f}" for lab, a in meta["heldout_per_class"].items()))
     meta = {"command": " ".join([PROG, *map(shlex.quote, argv)]), **meta}
-    weights, meta_path = save_weights(out, model, meta)
+    weights, meta_path = (save_member if name == "zoo" else save_weights)(out, model, meta)
     print(f"wrote {weights} and {meta_path} ({meta['train']['minutes']} min)")
+    if config is not None:
+        save_victim_config(config, meta, _shown_path(weights))
+        print(f"wrote {config}: use it with victim={config.stem}")
     return 0
+
+
+def _check_config(cmd: ZooCommand) -> Path | None:
+    """The victim config a zoo member's training writes: a .yaml that may be written (before training)."""
+    if cmd.config is None:
+        return None
+    config = path_of(cmd.config)
+    if config.suffix != ".yaml":
+        raise InputError(f"config={config} must name a .yaml file (a victim config, e.g. conf/victim/{cmd.name}.yaml).")
+    if config.exists() and not cmd.overwrite:
+        raise InputError(f"{config} already exists; choose another config= or add overwrite=true to replace it.")
+    ensure_writable(config.parent, "config")
+    return config
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working folder when it lies inside it (a config in a checkout), else absolute."""
+    path = path.resolve()
+    cwd = Path.cwd().resolve()
+    return os.path.relpath(path, cwd) if path.is_relative_to(cwd) else str(path)
