@@ -128,13 +128,34 @@ def victim_names(cfg: DictConfig, built) -> list[str]:
     return [str(cfg.victim.get("name") or str(cfg.victim.get("_target_", "victim")).rsplit(".", 1)[-1])]
 
 
+def same_model(a, b) -> bool:
+    """Whether two victims are one model: the same class with equal weights."""
+    if type(a) is not type(b):
+        return False
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(sa[k].shape == sb[k].shape and torch.equal(sa[k], sb[k]) for k in sa)
+
+
 def protocol_victims(cfg: DictConfig, attacked: dict[str, object], device) -> dict:
     """The victims the held-out protocol scores: ``attacked`` (name -> the victim the attack used) and
-    every victim of ``evaluation.victims`` the attack did not use, built here and tagged held out."""
+    every victim of ``evaluation.victims`` the attack did not use, built here and tagged held out.
+
+    A victim of the pool is matched to an attacked one by name or by being the same model (equal
+    weights), so an attacked model is never reported as held out under another name."""
     from physattack.evaluate.members import tag_members
 
     pool = (cfg.get("evaluation") or {}).get("victims") or {}
-    held_out = {str(n): victim(node, device) for n, node in pool.items() if str(n) not in attacked}
+    attacked, held_out = dict(attacked), {}
+    for name, node in pool.items():
+        name = str(name)
+        if name in attacked:
+            continue
+        built = victim(node, device)
+        twin = next((a for a, v in attacked.items() if same_model(built, v)), None)
+        if twin is None:
+            held_out[name] = built
+        elif len(attacked) == 1 and twin not in pool:           # the attacked model under its pool name
+            attacked = {name: attacked[twin]}
     return tag_members(attacked=attacked, held_out=held_out)
 
 
@@ -184,9 +205,11 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     heldout = None
     if cfg.get("evaluation") is not None and cfg.evaluation.enabled and not is_detector(built_victim):
         attacked = dict(zip(names, getattr(built_victim, "members", [built_victim])))
+        members = protocol_victims(cfg, attacked, device)
+        names = [n for n, m in members.items() if m.role == "attacked"]
         heldout = HeldOutRun(eval_pipeline, protocol_grid(cfg, len(eval_bank)),
                              make(cfg.evaluation.settings, _convert_="all"), ViewPipeline(renderer, eval_bank, size),
-                             members=protocol_victims(cfg, attacked, device))
+                             members=members)
     return AttackParts(built_scene, built_victim, attack, patch, pipeline, sampler, eval_pipeline, grid, palette,
                        colour_model, export_options(cfg), heldout, names)
 

@@ -87,7 +87,6 @@ class Ensemble(nn.Module):
         self.names = tuple(names)
         self.weighting, self.temperature = weighting, float(temperature)
         self.is_detector = kinds[0]
-        self.heldout: tuple[str, ...] = ()        # names only, for evaluation after the attack (build_ensemble)
 
     # -- one victim's interface: the first member's labels, every member checked by name -------------
     @property
@@ -186,29 +185,22 @@ def _to_labels(probs: Tensor, member_labels: tuple[str, ...], labels: tuple[str,
     return torch.stack(columns, dim=1)
 
 
-def build_ensemble(members: Mapping[str, nn.Module], heldout: Sequence[str] = (), weighting: str = "mean",
-                   temperature: float = 1.0) -> Ensemble:
+def build_ensemble(members: Mapping[str, nn.Module], weighting: str = "mean", temperature: float = 1.0) -> Ensemble:
     """The ensemble ``conf/victim/ensemble.yaml`` describes.
 
     Args:
         members: name -> built victim (Hydra instantiates each member's own victim config first), in
             the config's order; the first member's labels are the ensemble's.
-        heldout: names of victims kept out of the attack and evaluated after it (by the command that
-            runs the attack); the ensemble only records them (``Ensemble.heldout``) and never builds or
-            calls them. A name may not be an attack member too.
         weighting, temperature: as ``Ensemble``.
+
+    The victims held out of the attack are not the ensemble's business: the held-out protocol scores
+    every victim of ``evaluation.victims`` that is not a member (``physattack.cli.build.protocol_victims``).
     """
     if not isinstance(members, Mapping):
         raise VictimError("victim.members must map each member's name to its victim config (for example signnet: "
                           "{_target_: physattack.victims.load_signnet}).")
-    heldout = tuple(str(h) for h in (heldout or ()))
-    both = [h for h in heldout if h in members]
-    if both:
-        raise VictimError(f"'{both[0]}' is both an attack member and held out; a held-out victim must never be "
-                          "attacked, so remove it from victim.members or victim.heldout.")
     ensemble = Ensemble(list(members.values()), names=list(members.keys()), weighting=weighting,
                         temperature=temperature)
-    ensemble.heldout = heldout
     return ensemble.freeze()
 
 

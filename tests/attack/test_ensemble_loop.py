@@ -152,15 +152,6 @@ def test_the_ensemble_gradient_is_the_weighted_mean_of_the_members_gradients(par
     assert record["batch_success"] == pytest.approx(sum(record["member_success"].values()) / 3)
 
 
-def test_a_heldout_victim_is_never_called_during_optimization(parts, signnets, tmp_path):
-    spy = Spy(signnets["signnet"].labels)
-    ensemble = build_ensemble({"signnet": signnets["signnet"], "signnet_seed1": signnets["signnet_seed1"]},
-                              heldout=["spy"])
-    result = attack_run(parts, ensemble, tmp_path, steps=2, search=2, shape="search")   # mask search asks it too
-    assert result.steps_done == 2 and "spy" not in result.history[-1]["member_success"]
-    assert all(m is not spy for m in ensemble.modules())
-
-
 def test_per_member_success_is_logged_and_picks_the_best_patch_by_its_mean(parts, signnets, tmp_path):
     tracker = Tracker()
     ensemble = build_ensemble({"a": signnets["signnet"], "b": signnets["signnet_seed1"]}, weighting="hardest")

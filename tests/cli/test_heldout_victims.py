@@ -1,0 +1,48 @@
+"""Held-out victims (physattack/cli/build.py: protocol_victims): scored after every attack, never called
+while the patch is optimized."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from commands import TINY
+
+from physattack.cli import build
+from physattack.cli.attack import attack_and_report, compose
+from physattack.tracking import NullTracker
+
+SMALL = [*TINY, "attack.steps=2", "patch.shape=bars", "evaluation.settings.atlas=false",
+         "evaluation.grid.camera_effects=[default]", "logger=none"]
+
+
+@pytest.mark.parametrize("victim, attacked, held_out", [
+    ("signnet", ["signnet"], ["signnet_seed1", "signnet_w8_seed2"]),     # the pool's signnet is the attacked model
+    ("ensemble", ["signnet", "signnet_seed1"], ["signnet_w8_seed2"]),
+])
+def test_held_out_victims_are_scored_but_never_called_by_the_optimizer(victim, attacked, held_out, tmp_path):
+    cfg = compose("+scene=stop_sign", "attack=yield", f"victim={victim}", *SMALL)
+    run = build.run_config(cfg)
+    parts = build.attack_parts(cfg, run, torch.device("cpu"))
+    members = parts.heldout.members
+    roles = {n: m.role for n, m in members.items()}
+    assert [n for n, r in roles.items() if r == "attacked"] == attacked
+    assert [n for n, r in roles.items() if r == "held-out"] == held_out
+
+    calls = {n: 0 for n in held_out}
+    for name in held_out:
+        net = members[name].victim
+        net.register_forward_hook(lambda *_, name=name: calls.__setitem__(name, calls[name] + 1))
+    during_attack = {}
+    run_attack = parts.attack.run
+
+    def spy_run(*args, **kwargs):
+        result = run_attack(*args, **kwargs)
+        during_attack.update(calls)
+        return result
+    parts.attack.run = spy_run
+    metrics = attack_and_report(parts, run, tmp_path, NullTracker())
+    assert during_attack == {n: 0 for n in held_out}, "a held-out victim was called during optimization"
+    assert all(calls[n] > 0 for n in held_out), "a held-out victim was never scored"
+    table = metrics["heldout"]["victims"]
+    assert {n: table["members"][n]["role"] for n in held_out} == {n: "held-out" for n in held_out}
+    assert table["held_out_mean"]["victims"] == held_out
