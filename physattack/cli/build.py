@@ -189,6 +189,8 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     if attack.needs_true_label:
         built_victim.label_index(built_scene.class_name)
     attack.label(built_victim, built_scene)
+    if getattr(built_victim, "members", None) is not None:
+        attack.members_of(built_victim, built_scene)        # refused here, before any folder or step
     patch = make(cfg.patch, scene=built_scene).to(device)
     renderer = make(cfg.renderer)
     size = (run.image_size, run.image_size)
