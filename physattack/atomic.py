@@ -89,7 +89,7 @@ def load_torch(path: str | Path, what: str = "file", map_location: str | torch.d
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:        # UnpicklingError for code, RuntimeError/EOFError for damage
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = str(exc).strip().splitlines()[0].split(". ")[0].rstrip(".") if str(exc).strip() else type(exc).__name__
         if "weights_only" in str(exc) or "Unsupported global" in str(exc) or "UnpicklingError" in type(exc).__name__:
             raise InputError(f"{path} is not a plain {what}: it holds Python objects that would run code when "
                              f"loaded, so it was refused; only load {what}s physattack wrote.") from None
