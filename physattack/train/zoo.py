@@ -442,9 +442,10 @@ def victim_config(meta: dict, weights: str | Path) -> str:
             return "[" + ", ".join(show(x) for x in value) + "]"
         return str(value).lower() if isinstance(value, bool) else str(value)
 
-    heard = f"held-out top-1 {meta['heldout_top1']:.4f} (hard views {meta['heldout_hard_top1']:.4f})"
     lines = [f"# Zoo member {Path(weights).stem}: timm {v['arch']} trained from random init on physattack's own "
-             "renders by", f"# `{meta.get('command', 'physattack.train.zoo.train_member')}`; {heard}.",
+             "renders by", f"# {meta.get('command', 'physattack.train.zoo.train_member')}",
+             f"# Held-out top-1 {meta['heldout_top1']:.4f}, on hard views {meta['heldout_hard_top1']:.4f} "
+             f"({meta['train']['minutes']} min of training).",
              *(["# The weights path is relative to the checkout: run from its root."]
                if not Path(weights).is_absolute() else []),
              "_target_: physattack.victims.timm.load_timm_classifier",

@@ -124,3 +124,11 @@ def test_bundled_members_load_and_keep_their_published_figures(config, monkeypat
     assert meta["heldout_top1"] >= 0.97 and "heldout_hard_top1" in meta
     victim = make(spec)
     assert list(victim.labels) == meta["labels"] and victim.input_size == meta["input_size"]
+
+    from hydra import compose, initialize_config_module
+
+    from physattack.cli.door import check_constructors
+    with initialize_config_module("physattack.conf", version_base="1.3"):
+        cfg = compose("config", overrides=["+scene=stop_sign", "attack=yield", f"victim={config.stem}"])
+    check_constructors(cfg)                             # victim=<member> passes the door as written
+    assert cfg.victim.weights == spec.weights
