@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -29,13 +27,6 @@ from torch import Tensor
 
 from physattack.evaluate.metrics import classification_metrics
 from physattack.victims.base import VictimError
-
-
-def bundled_signnet(name: str = "signnet"):
-    """A SignNet whose weights ship in ``assets/<name>.safetensors`` (``signnet``, ``signnet_seed1``, ...)."""
-    from physattack.victims.signnet import load_signnet
-
-    return load_signnet(Path(str(resources.files("physattack.assets"))) / f"{name}.safetensors")
 
 
 # -- the independent OpenCV path ---------------------------------------------------------------------

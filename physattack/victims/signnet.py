@@ -55,6 +55,11 @@ def default_weights() -> Path:
     return Path(str(resources.files("physattack.assets"))) / "signnet.safetensors"
 
 
+def bundled_signnet(name: str = "signnet") -> SignNet:
+    """A SignNet whose weights ship in ``assets/<name>.safetensors`` (``signnet``, ``signnet_seed1``, ...)."""
+    return load_signnet(Path(str(resources.files("physattack.assets"))) / f"{name}.safetensors")
+
+
 def load_signnet(weights: str | Path | None = None) -> SignNet:
     """Load SignNet from ``weights`` (a .safetensors file with a .json beside it), default the bundled one."""
     path = Path(weights) if weights else default_weights()

@@ -1,4 +1,4 @@
-"""timm classifiers as victims — an optional extra (``pip install 'physattack[timm]'``).
+"""timm classifiers as victims (timm is a dependency: the victim zoo is built on its architectures).
 
 Nothing is downloaded: the model is built with ``pretrained=False`` (and ``HF_HUB_OFFLINE=1``), then its
 weights are read as data from ``weights`` or from where ``timm.create_model(arch, pretrained=True)`` left
@@ -35,8 +35,8 @@ def _timm():
     try:
         import timm
     except ImportError:
-        raise VictimError("timm victims need timm, which is not installed; install the optional extra with "
-                          "pip install 'physattack[timm]'.") from None
+        raise VictimError("timm victims need timm, a dependency of physattack that is missing here; reinstall "
+                          "physattack (pip install -e .) or pip install timm.") from None
     return timm
 
 
@@ -238,6 +238,26 @@ def _unwrap(state: dict) -> dict:
         state = {k[len("module."):]: v for k, v in state.items()}
     return state
 
+
+
+def bundled_timm_victim(name: str) -> TimmClassifier:
+    """A timm classifier the project trained and ships: ``assets/<name>.safetensors``, built as the
+    ``victim`` arguments its ``assets/<name>.json`` records (``python -m physattack.train zoo``)."""
+    import json
+    from importlib import resources
+
+    path = Path(str(resources.files("physattack.assets"))) / f"{name}.safetensors"
+    meta_path = path.with_suffix(".json")
+    if not path.is_file() or not meta_path.is_file():
+        raise VictimError(f"There is no bundled victim '{name}' ({path.name} with {meta_path.name} beside it in "
+                          "physattack/assets); train it with 'python -m physattack.train zoo name=" + name + " ...'.")
+    try:
+        kwargs = dict(json.loads(meta_path.read_text())["victim"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise VictimError(f"{meta_path} does not record the victim's arguments ({e}); it should be the JSON "
+                          "'python -m physattack.train zoo' wrote.") from None
+    kwargs.pop("weights", None)
+    return load_timm_classifier(weights=str(path), **kwargs)
 
 def _plain(value):
     """Config containers (OmegaConf's, when Hydra passes them) as plain dicts and lists."""

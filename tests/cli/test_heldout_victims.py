@@ -16,8 +16,8 @@ SMALL = [*TINY, "attack.steps=2", "patch.shape=bars", "evaluation.settings.atlas
 
 
 @pytest.mark.parametrize("victim, attacked, held_out", [
-    ("signnet", ["signnet"], ["signnet_seed1", "signnet_w8_seed2"]),     # the pool's signnet is the attacked model
-    ("ensemble", ["signnet", "signnet_seed1"], ["signnet_w8_seed2"]),
+    ("signnet", ["signnet"], ["signnet_seed1", "signnet_w8_seed2", "zoo_resnet10t"]),   # the pool's signnet is the attacked one
+    ("ensemble", ["signnet", "signnet_seed1"], ["signnet_w8_seed2", "zoo_resnet10t"]),
 ])
 def test_held_out_victims_are_scored_but_never_called_by_the_optimizer(victim, attacked, held_out, tmp_path):
     cfg = compose("+scene=stop_sign", "attack=yield", f"victim={victim}", *SMALL)

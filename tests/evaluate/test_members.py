@@ -11,7 +11,7 @@ from physattack.eot import BackgroundBank, EvalGrid, ViewPipeline
 from physattack.errors import InputError
 from physattack.evaluate.members import (ATTACKED, HELD_OUT, evaluate_members, log_members, members_line,
                                          tag_members)
-from physattack.evaluate.transfer import bundled_signnet
+from physattack.victims.signnet import bundled_signnet
 from physattack.render import Renderer
 from physattack.victims.base import Classifier
 
