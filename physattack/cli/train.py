@@ -62,7 +62,8 @@ class ZooCommand(ZooTraining):
     """Args:
         name: the member's name (letters, digits, _ and -); default zoo_<arch>.
         out: weights file (.safetensors; its .json goes beside it); default assets/<name>.safetensors.
-        config: also write a victim config here (e.g. conf/victim/<name>.yaml), so victim=<name> loads the member.
+        config: also write a victim config here (e.g. conf/victim/<name>.yaml), so victim=<name> loads the member
+            (by name when out is in physattack/assets, else with every victim=timm key filled).
         overwrite: replace an existing weights file (and config).
         threads: torch CPU threads.
     """
@@ -192,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     weights, meta_path = (save_member if name == "zoo" else save_weights)(out, model, meta)
     print(f"wrote {weights} and {meta_path} ({meta['train']['minutes']} min)")
     if config is not None:
-        save_victim_config(config, meta, _shown_path(weights))
+        bundled = weights.resolve().parent == default_weights().resolve().parent    # ships in physattack/assets
+        save_victim_config(config, meta, weights if bundled else _shown_path(weights), bundled)
         print(f"wrote {config}: use it with victim={config.stem}")
     return 0
 

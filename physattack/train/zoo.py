@@ -429,9 +429,30 @@ def save_member(out: str | Path, victim: TimmClassifier, meta: dict) -> tuple[Pa
     return out, save_json(out.with_suffix(".json"), meta)
 
 
-def victim_config(meta: dict, weights: str | Path) -> str:
-    """A ``conf/victim/<name>.yaml`` for the member: every ``victim=timm`` key filled, weights at ``weights``."""
-    v = meta["victim"]
+FAMILIES = {"resnet": "ResNet", "mobilenetv3": "MobileNetV3", "efficientnet": "EfficientNet", "tinynet": "EfficientNet",
+            "vit": "ViT", "convnext": "ConvNeXt", "regnet": "RegNet", "deit": "ViT"}
+
+
+def family(arch: str) -> str:
+    """The architecture family of a timm name (``resnet10t`` -> ResNet), or the name's stem."""
+    stem = arch.split(".")[0]
+    return next((f for prefix, f in FAMILIES.items() if stem.startswith(prefix)), stem)
+
+
+def victim_config(meta: dict, weights: str | Path, bundled: bool = False) -> str:
+    """A ``conf/victim/<name>.yaml`` for the member. ``bundled``: the weights ship in physattack/assets,
+    so the config names the member (``bundled_timm_victim``, which reads the rest from its JSON);
+    otherwise every ``victim=timm`` key is filled, weights at ``weights``."""
+    v, name = meta["victim"], Path(weights).stem
+    command = meta.get("command", "physattack.train.zoo.train_member").split(" config=")[0]
+    lines = [f"# Zoo member {name}: timm's {v['arch']} ({family(v['arch'])} family) trained from random init on "
+             "physattack's own", f"# renders{', harder views included,' if meta['train'].get('hard') else ''} by",
+             f"#   {command}",
+             f"# Held-out top-1 {100 * meta['heldout_top1']:.1f} %, on hard views "
+             f"{100 * meta['heldout_hard_top1']:.1f} % "
+             f"({'assets/' if bundled else ''}{Path(weights).with_suffix('.json').name} records the rest)."]
+    if bundled:
+        return "\n".join([*lines, "_target_: physattack.victims.timm.bundled_timm_victim", f"name: {name}"]) + "\n"
 
     def show(value) -> str:
         if value is None:
@@ -442,20 +463,13 @@ def victim_config(meta: dict, weights: str | Path) -> str:
             return "[" + ", ".join(show(x) for x in value) + "]"
         return str(value).lower() if isinstance(value, bool) else str(value)
 
-    lines = [f"# Zoo member {Path(weights).stem}: timm {v['arch']} trained from random init on physattack's own "
-             "renders by", f"# {meta.get('command', 'physattack.train.zoo.train_member')}",
-             f"# Held-out top-1 {meta['heldout_top1']:.4f}, on hard views {meta['heldout_hard_top1']:.4f} "
-             f"({meta['train']['minutes']} min of training).",
-             *(["# The weights path is relative to the checkout: run from its root."]
-               if not Path(weights).is_absolute() else []),
-             "_target_: physattack.victims.timm.load_timm_classifier",
-             f"arch: {v['arch']}", f"weights: {weights}", "num_classes: null",
-             *[f"{k}: {show(v[k])}" for k in ("labels", "label_sets", "input_size", "mean", "std", "interpolation",
+    lines += ["_target_: physattack.victims.timm.load_timm_classifier", f"arch: {v['arch']}", f"weights: {weights}",
+              "num_classes: null",
+              *[f"{k}: {show(v[k])}" for k in ("labels", "label_sets", "input_size", "mean", "std", "interpolation",
                                                "crop_pct", "model_kwargs")],
-             "random_init: false"]
+              "random_init: false"]
     return "\n".join(lines) + "\n"
 
 
-def save_victim_config(path: str | Path, meta: dict, weights: str | Path) -> Path:
-    return save_text(path, victim_config(meta, weights))
-
+def save_victim_config(path: str | Path, meta: dict, weights: str | Path, bundled: bool = False) -> Path:
+    return save_text(path, victim_config(meta, weights, bundled))
