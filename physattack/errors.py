@@ -136,6 +136,23 @@ def check_interval(name: str, pair, lo: float | None = None, hi: float | None = 
     return a, b
 
 
+def check_choice(name: str, value, choices, *, error: type[InputError] = InputError):
+    """``value`` if it is one of ``choices``, or ``error`` with one sentence and the closest choice.
+
+    >>> check_choice("augment", "shfit", ["none", "shift"])
+    Traceback (most recent call last):
+    ...
+    physattack.errors.InputError: augment must be one of none, shift (did you mean shift?); got 'shfit'.
+    """
+    import difflib
+
+    if value not in choices:
+        close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise error(f"{name} must be one of {', '.join(map(str, choices))}{hint}; got {value!r}.")
+    return value
+
+
 def check_values(name: str, values, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
                  hi_open: bool = False, integer: bool = False, why: str = "",
                  error: type[InputError] = InputError) -> list:

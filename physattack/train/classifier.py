@@ -31,6 +31,13 @@ from physattack.victims.signnet import SignNet
 HELDOUT_BACKGROUND_SEED = 7777
 
 
+def check_batch_fits(batch_size: int, per_class: int) -> None:
+    """A batch no larger than the training renders (one per sign and ``per_class``)."""
+    if batch_size > per_class * len(SIGNS):
+        raise InputError(f"batch_size={batch_size} is more than the {per_class * len(SIGNS)} training renders "
+                         f"({len(SIGNS)} signs x per_class={per_class}); lower batch_size or raise per_class.")
+
+
 @dataclass
 class SignNetTraining:
     """SignNet's training budget and shape.
@@ -60,10 +67,7 @@ class SignNetTraining:
             check_range(name, getattr(self, name), 1, integer=True)
         check_range("image_size", self.image_size, 8, integer=True, why="pixels")
         check_range("lr", self.lr, 0, lo_open=True)
-        if self.batch_size > self.per_class * len(SIGNS):
-            raise InputError(f"batch_size={self.batch_size} is more than the {self.per_class * len(SIGNS)} training "
-                             f"renders ({len(SIGNS)} signs x per_class={self.per_class}); lower batch_size or raise "
-                             "per_class.")
+        check_batch_fits(self.batch_size, self.per_class)
 
 
 @torch.no_grad()

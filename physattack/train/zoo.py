@@ -21,7 +21,6 @@ From Python::
 
 from __future__ import annotations
 
-import difflib
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -37,9 +36,9 @@ from tqdm import tqdm
 
 from physattack.atomic import save_json, save_text, save_with
 from physattack.eot import LIGHTING_PRESETS, BackgroundBank, ViewSampler
-from physattack.errors import InputError, check_interval, check_range
+from physattack.errors import InputError, check_choice, check_interval, check_range
 from physattack.scene.signs import SIGNS
-from physattack.train.classifier import HELDOUT_BACKGROUND_SEED, render_set
+from physattack.train.classifier import HELDOUT_BACKGROUND_SEED, check_batch_fits, render_set
 from physattack.victims.timm import TimmClassifier, load_timm_classifier
 
 #: Normalizations a member may use: timm's ImageNet statistics, or a plain shift to [-1, 1].
@@ -244,15 +243,8 @@ class ZooTraining:
         self.hard_frame = check_interval("hard_frame", self.hard_frame, 0, 1, lo_open=True,
                                          why="the share of the crop's width the sign fills")
         for name, choices in (("normalization", NORMALIZATIONS), ("augment", AUGMENTATIONS), ("storage", STORAGE)):
-            value = getattr(self, name)
-            if value not in choices:
-                close = difflib.get_close_matches(str(value), list(choices), n=1)
-                hint = f" (did you mean {close[0]}?)" if close else ""
-                raise InputError(f"{name} must be one of {', '.join(choices)}{hint}; got {value!r}.")
-        if self.batch_size > self.per_class * len(SIGNS):
-            raise InputError(f"batch_size={self.batch_size} is more than the {self.per_class * len(SIGNS)} training "
-                             f"renders ({len(SIGNS)} signs x per_class={self.per_class}); lower batch_size or raise "
-                             "per_class.")
+            check_choice(name, getattr(self, name), list(choices))
+        check_batch_fits(self.batch_size, self.per_class)
 
     @property
     def hard_per_class(self) -> int:
