@@ -315,7 +315,7 @@ class EOTAttack:
         x = views.images.detach().requires_grad_()
         grads, losses, success = [], [], {}
         for m in loop.members:
-            output = self._victim_output(m.victim, ensemble.member_inputs(m.victim, x), loop.run)
+            output = self._victim_output(m.victim, ensemble.attack_inputs(m.victim, x, loop.generator), loop.run)
             loss = m.objective.loss(output, m.label, views).mean()
             grad = torch.autograd.grad(loss, x, allow_unused=True)[0] if loss.requires_grad else None
             grads.append(grad if grad is not None else torch.zeros_like(x))

@@ -45,6 +45,11 @@ class Ensemble(nn.Module):
             spirit of min-max ensemble attacks, Wang et al., NeurIPS 2021, "Adversarial Attack
             Generation Empowered by Min-Max Optimization").
         temperature: the ``hardest`` softmax's temperature, in loss units (large: towards ``mean``).
+        diversity: probability that a member sees each attack view randomly shrunk and shifted inside its
+            own input (input diversity, Xie et al., CVPR 2019, "Improving Transferability of Adversarial
+            Examples with Input Diversity"): every member gets its own draw, so the patch cannot lean on
+            one member's exact pixel grid. 0 (the default) turns it off and draws nothing.
+        diversity_scale: the smallest relative size a diversified view is shrunk to, in (0, 1].
 
     ``forward(images)``, for evaluation and the sticker mask search: for classifiers, logits whose
     softmax is the members' mean probability of each of the ensemble's labels (a member without a
@@ -56,7 +61,7 @@ class Ensemble(nn.Module):
     """
 
     def __init__(self, members: Sequence[nn.Module], names: Sequence[str] | None = None, weighting: str = "mean",
-                 temperature: float = 1.0):
+                 temperature: float = 1.0, diversity: float = 0.0, diversity_scale: float = 0.8):
         super().__init__()
         members = list(members)
         if not members:
@@ -83,9 +88,14 @@ class Ensemble(nn.Module):
             raise VictimError(f"victim.weighting must be one of {', '.join(WEIGHTINGS)}, not '{weighting}'.")
         check_range("victim.temperature", temperature, 0.0, lo_open=True,
                     why="the hardest weighting's softmax temperature, in loss units", error=VictimError)
+        check_range("victim.diversity", diversity, 0.0, 1.0,
+                    why="the probability that a member sees an attack view shrunk and shifted", error=VictimError)
+        check_range("victim.diversity_scale", diversity_scale, 0.0, 1.0, lo_open=True,
+                    why="the smallest relative size of a diversified view", error=VictimError)
         self.members = nn.ModuleList(members)
         self.names = tuple(names)
         self.weighting, self.temperature = weighting, float(temperature)
+        self.diversity, self.diversity_scale = float(diversity), float(diversity_scale)
         self.is_detector = kinds[0]
 
     # -- one victim's interface: the first member's labels, every member checked by name -------------
@@ -145,6 +155,14 @@ class Ensemble(nn.Module):
             return images
         return F.interpolate(images, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
 
+    def attack_inputs(self, member: nn.Module, images: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """``images`` as ``member`` takes them during the attack: ``member_inputs``, then input diversity
+        (``diversity``) drawn from ``generator``. Evaluation never calls this."""
+        x = self.member_inputs(member, images)
+        if self.diversity <= 0 or generator is None or getattr(member, "is_detector", False):
+            return x
+        return diverse_inputs(x, self.diversity, self.diversity_scale, generator)
+
     def weights(self, losses: Sequence[float] | Tensor) -> Tensor:
         """K weights summing to 1 for the members' current (mean) losses."""
         losses = torch.as_tensor([float(v) for v in losses], dtype=torch.float64)
@@ -173,7 +191,29 @@ class Ensemble(nn.Module):
         return self
 
     def extra_repr(self) -> str:
-        return f"names={list(self.names)}, weighting={self.weighting!r}, temperature={self.temperature:g}"
+        return (f"names={list(self.names)}, weighting={self.weighting!r}, temperature={self.temperature:g}, "
+                f"diversity={self.diversity:g}")
+
+
+def diverse_inputs(images: Tensor, p: float, min_scale: float, generator: torch.Generator) -> Tensor:
+    """Input diversity (Xie et al., CVPR 2019): each image, with probability ``p``, shrunk to a random
+    size in [``min_scale``, 1] of its side and put at a random place inside the same frame, the rest
+    zero — DI's random resize-and-pad, drawn per image from ``generator`` and differentiable (one
+    bilinear ``grid_sample``). The draws are made on the CPU generator whatever the images' device."""
+    b = images.shape[0]
+    u = torch.rand(b, 4, generator=generator, dtype=torch.float64)
+    on = u[:, 0] < p
+    scale = torch.where(on, min_scale + (1 - min_scale) * u[:, 1], torch.ones(b, dtype=torch.float64))
+    room = 1 - scale                      # the shrunk image stays inside the frame: |shift| <= 1 - scale
+    tx, ty = (2 * u[:, 2] - 1) * room, (2 * u[:, 3] - 1) * room
+    theta = torch.zeros(b, 2, 3, dtype=torch.float64)
+    theta[:, 0, 0], theta[:, 1, 1] = 1 / scale, 1 / scale       # output coords -> input coords
+    theta[:, 0, 2], theta[:, 1, 2] = -tx / scale, -ty / scale
+    theta = theta.to(images.device, images.dtype)
+    grid = F.affine_grid(theta, list(images.shape), align_corners=False)
+    out = F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    keep = (~on).to(images.device).view(b, 1, 1, 1)
+    return torch.where(keep, images, out)
 
 
 def _to_labels(probs: Tensor, member_labels: tuple[str, ...], labels: tuple[str, ...]) -> Tensor:
@@ -185,13 +225,14 @@ def _to_labels(probs: Tensor, member_labels: tuple[str, ...], labels: tuple[str,
     return torch.stack(columns, dim=1)
 
 
-def build_ensemble(members: Mapping[str, nn.Module], weighting: str = "mean", temperature: float = 1.0) -> Ensemble:
+def build_ensemble(members: Mapping[str, nn.Module], weighting: str = "mean", temperature: float = 1.0,
+                   diversity: float = 0.0, diversity_scale: float = 0.8) -> Ensemble:
     """The ensemble ``conf/victim/ensemble.yaml`` describes.
 
     Args:
         members: name -> built victim (Hydra instantiates each member's own victim config first), in
             the config's order; the first member's labels are the ensemble's.
-        weighting, temperature: as ``Ensemble``.
+        weighting, temperature, diversity, diversity_scale: as ``Ensemble``.
 
     The victims held out of the attack are not the ensemble's business: the held-out protocol scores
     every victim of ``evaluation.victims`` that is not a member (``physattack.cli.build.protocol_victims``).
@@ -200,8 +241,8 @@ def build_ensemble(members: Mapping[str, nn.Module], weighting: str = "mean", te
         raise VictimError("victim.members must map each member's name to its victim config (for example signnet: "
                           "{_target_: physattack.victims.load_signnet}).")
     ensemble = Ensemble(list(members.values()), names=list(members.keys()), weighting=weighting,
-                        temperature=temperature)
+                        temperature=temperature, diversity=diversity, diversity_scale=diversity_scale)
     return ensemble.freeze()
 
 
-__all__ = ["Ensemble", "WEIGHTINGS", "build_ensemble"]
+__all__ = ["Ensemble", "WEIGHTINGS", "build_ensemble", "diverse_inputs"]

@@ -211,6 +211,32 @@ def test_an_interrupted_ensemble_run_resumes_to_the_bit_identical_patch(parts, s
     assert torch.equal(full.logits, resumed.logits)
 
 
+def test_input_diversity_draws_from_the_runs_generator_so_resume_stays_bit_identical(parts, signnets, tmp_path):
+    ensemble = build_ensemble({"a": signnets["signnet"], "b": signnets["signnet_seed1"]}, diversity=0.7)
+
+    def go(folder, sampler=None, resume=None):
+        patch = sticker_for_scene(parts["scene"], shape="bars")
+        attack = EOTAttack(target="yield", steps=3, batch_size=4, lr=0.2, checkpoint_every=1, mask_search_steps=0)
+        setup = AttackSetup(scene=parts["scene"], patch=patch, victim=ensemble, pipeline=parts["pipeline"],
+                            sampler=sampler or parts["sampler"], palette=parts["palette"])
+        return patch, attack.run(setup, RunConfig(seed=0, progress=False, resume=resume and str(resume)),
+                                 tmp_path / folder)
+
+    full, _ = go("full")
+    again, _ = go("again")
+    _, stopped = go("part", sampler=SigtermAt(parts["sampler"], 2))
+    resumed, _ = go("resumed", resume=tmp_path / "part")
+    assert torch.equal(full.logits, again.logits) and torch.equal(full.logits, resumed.logits)
+    plain = build_ensemble({"a": signnets["signnet"], "b": signnets["signnet_seed1"]})
+    ensemble_off = plain
+    patch = sticker_for_scene(parts["scene"], shape="bars")
+    EOTAttack(target="yield", steps=3, batch_size=4, lr=0.2, checkpoint_every=0, mask_search_steps=0).run(
+        AttackSetup(scene=parts["scene"], patch=patch, victim=ensemble_off, pipeline=parts["pipeline"],
+                    sampler=parts["sampler"], palette=parts["palette"]), RunConfig(seed=0, progress=False),
+        tmp_path / "off")
+    assert not torch.equal(full.logits, patch.logits)          # the draws changed what the members saw
+
+
 def test_attacks_that_learn_from_one_victims_outputs_refuse_an_ensemble(stop_scene, signnets):
     from physattack.attack import AttackError
     from physattack.attack.reprogram import ReprogramAttack

@@ -105,6 +105,8 @@ def test_mixing_a_detector_and_a_classifier_is_refused():
     ({"names": ["a", "a"]}, "'a' is used twice"),
     ({"weighting": "max"}, "victim.weighting must be one of mean, hardest"),
     ({"temperature": 0.0}, "victim.temperature must be > 0"),
+    ({"diversity": 1.5}, "victim.diversity must be"),
+    ({"diversity_scale": 0.0}, r"victim.diversity_scale must be in \(0, 1\]"),
 ])
 def test_bad_settings_are_one_sentence(kwargs, words):
     with pytest.raises(VictimError, match=words) as e:
@@ -130,6 +132,37 @@ def test_the_config_composes_passes_the_door_and_builds_its_members():
         cfg = compose("config", overrides=["+scene=stop_sign", "attack=yield", "victim=ensemble"])
     check_constructors(cfg)
     ens = make(cfg.victim)
-    assert isinstance(ens, Ensemble) and ens.names == ("signnet", "signnet_seed1")
-    assert ens.weighting == "mean" and "signnet_w8_seed2" in cfg.evaluation.victims
+    assert isinstance(ens, Ensemble) and ens.names == ("signnet", "zoo_resnet10t", "zoo_mobilenetv3")
+    assert ens.weighting == "mean" and ens.diversity == 0.0
+    held_out = set(cfg.evaluation.victims) - set(ens.names)      # other families, and SignNet's siblings
+    assert {"zoo_tinynet_e", "zoo_convnext_atto", "signnet_seed1"} <= held_out
     assert ens.label_index("yield") == ens.members[0].label_index("yield")
+
+
+def test_input_diversity_shrinks_and_shifts_each_view_from_the_generator_and_passes_gradients():
+    from physattack.victims.ensemble import diverse_inputs
+
+    x = torch.rand(6, 3, 32, 32, requires_grad=True)
+    assert torch.equal(diverse_inputs(x, 0.0, 0.8, torch.Generator().manual_seed(0)), x)
+    a = diverse_inputs(x, 1.0, 0.6, torch.Generator().manual_seed(0))
+    b = diverse_inputs(x, 1.0, 0.6, torch.Generator().manual_seed(0))
+    assert torch.equal(a, b) and a.shape == x.shape
+    border = torch.cat([a[..., 0, :], a[..., -1, :], a[..., :, 0], a[..., :, -1]], dim=-1)
+    assert (border.abs().amax(dim=(1, 2)) == 0).sum() >= 1        # a view shrunk off an edge leaves it zero
+    assert not torch.equal(a[0], a[1]) or not torch.equal(a[0], x[0])
+    a.sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+
+
+def test_attack_inputs_apply_diversity_only_when_asked_and_never_to_evaluation():
+    ens = Ensemble([Recorder(), Recorder(seed=1)], diversity=1.0, diversity_scale=0.5)
+    x = torch.rand(2, 3, 32, 32)
+    member = ens.members[0]
+    assert torch.equal(ens.attack_inputs(member, x), ens.member_inputs(member, x))      # no generator: no draw
+    g = torch.Generator().manual_seed(3)
+    state = g.get_state()
+    assert not torch.equal(ens.attack_inputs(member, x, g), x) and not torch.equal(g.get_state(), state)
+    off = Ensemble([Recorder(), Recorder(seed=1)])
+    g = torch.Generator().manual_seed(3)
+    state = g.get_state()
+    assert torch.equal(off.attack_inputs(off.members[0], x, g), x) and torch.equal(g.get_state(), state)
