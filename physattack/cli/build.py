@@ -156,7 +156,8 @@ def protocol_victims(cfg: DictConfig, attacked: dict[str, object], device) -> di
             held_out[name] = built
         elif len(attacked) == 1 and twin not in pool:           # the attacked model under its pool name
             attacked = {name: attacked[twin]}
-    return tag_members(attacked=attacked, held_out=held_out)
+    families = (cfg.get("evaluation") or {}).get("families") or {}
+    return tag_members(attacked=attacked, held_out=held_out, families=dict(families))
 
 
 @dataclass

@@ -199,11 +199,11 @@ def members_markdown(table: dict) -> list[str]:
              "The final patch on every victim through the same held-out views. A held-out victim was never "
              "called by the optimizer. Rates [95 % Wilson] (count/n), each victim with its own label sets; "
              f"success counts RP2's way over that victim's clean-correct views ({table['scope']}).", "",
-             "| victim | role | mode | clean accuracy | success (clean-correct) | success (all views) "
-             "| mean target confidence |", "|---|---|---|---|---|---|---|"]
+             "| victim | role | family | mode | clean accuracy | success (clean-correct) | success (all views) "
+             "| mean target confidence |", "|---|---|---|---|---|---|---|---|"]
     for name, r in table["members"].items():
         conf = f"{r['mean_target_confidence']:.3f}" if "mean_target_confidence" in r else "–"
-        lines.append(f"| {name} | {r['role']} | {r['mode']} | {_pct(r['clean_accuracy'])} | "
+        lines.append(f"| {name} | {r['role']} | {r.get('family') or '–'} | {r['mode']} | {_pct(r['clean_accuracy'])} | "
                      f"{_pct(r['attack_success_rate'])} | {_pct(r['attack_success_rate_unconditional'])} | {conf} |")
     mean = table["held_out_mean"]
     lines.append("")
@@ -214,6 +214,12 @@ def members_markdown(table: dict) -> list[str]:
     else:
         lines.append("No held-out victim could be scored: none was given, each was skipped, or none read the "
                      "clean object correctly on any view.")
+    fam = table.get("held_out_families") or {}
+    if fam.get("attack_success_rate") is not None:
+        lines += ["", f"Over the {len(fam['victims'])} held-out victims of families no attacked victim belongs to "
+                      f"({', '.join(fam['families'])}; attacked: {', '.join(fam['attacked_families']) or 'none known'}): "
+                      f"**{fam['attack_success_rate']:.1%}** (lowest {fam['attack_success_rate_min']:.1%}) — what a "
+                      "red team that holds neither the weights nor the architecture can expect."]
     if table["skipped"]:
         lines += ["", "Skipped:", ""] + [f"- `{n}` ({s['role']}): {s['reason']}." for n, s in table["skipped"].items()]
     return lines + [""]

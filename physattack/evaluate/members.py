@@ -22,10 +22,18 @@ from a correct reading), or when it is a detector (classifier victims only, for 
      "skipped": {name: {"role", "reason"}},
      "held_out_mean": {"mode", "victims", "attack_success_rate", "attack_success_rate_min",
                        "attack_success_rate_unconditional", "clean_accuracy"},
+     "held_out_families": {"attacked_families", "families", "victims", "attack_success_rate",
+                           "attack_success_rate_min", "clean_accuracy"},
      "scope": "classifier victims only"}
 
 ``held_out_mean`` averages the per-victim rates over the held-out victims whose rate is defined
 (each victim weighs the same, whatever its number of clean-correct views); None when there is none.
+
+Each victim may carry its architecture **family** (``evaluation.families`` in the config: ``signnet``
+and its seeds are ``vgg``, ``zoo_resnet10t`` is ``resnet``, ...). A held-out victim of a family that
+an attacked victim shares (a sibling seed) says little about a model the attacker does not hold, so
+``held_out_families`` averages only the held-out victims of families **no attacked victim belongs to**
+— the number issue 14's goal is about; its rates are None when there is none.
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ class Member:
 
     victim: object
     role: Role
+    family: str | None = None
 
     def __post_init__(self) -> None:
         if self.role not in (ATTACKED, HELD_OUT):
@@ -60,15 +69,17 @@ class Member:
 
 
 def tag_members(attacked: dict[str, object] | None = None,
-                held_out: dict[str, object] | None = None) -> dict[str, Member]:
-    """``{name: Member}`` from the attacked and the held-out victims (a name in both is an error)."""
+                held_out: dict[str, object] | None = None, families: dict[str, str] | None = None) -> dict[str, Member]:
+    """``{name: Member}`` from the attacked and the held-out victims (a name in both is an error);
+    ``families`` maps a victim's name to its architecture family (a name not in it has none)."""
     attacked, held_out = attacked or {}, held_out or {}
     both = sorted(set(attacked) & set(held_out))
     if both:
         raise InputError(f"The victims {', '.join(both)} are listed both as attacked and as held out; a held-out "
                          "victim is one the optimizer never calls: remove it from one of the two lists.")
-    return {**{n: Member(v, ATTACKED) for n, v in attacked.items()},
-            **{n: Member(v, HELD_OUT) for n, v in held_out.items()}}
+    families = {str(k): str(v) for k, v in (families or {}).items()}
+    return {**{n: Member(v, ATTACKED, families.get(n)) for n, v in attacked.items()},
+            **{n: Member(v, HELD_OUT, families.get(n)) for n, v in held_out.items()}}
 
 
 @dataclass(frozen=True)
@@ -155,9 +166,12 @@ def member_rates(probs: ViewProbs, sets: LabelSets) -> dict:
 def members_table(probs: dict[str, ViewProbs], members: dict[str, Member], sets: dict[str, LabelSets],
                   skipped: dict[str, str]) -> dict:
     """The ``heldout.victims`` entry of ``metrics.json`` (see the module docstring)."""
-    rows = {name: {"role": members[name].role, **member_rates(probs[name], sets[name])} for name in sets}
+    rows = {name: {"role": members[name].role, "family": members[name].family,
+                   **member_rates(probs[name], sets[name])} for name in sets}
     held = [n for n, r in rows.items() if r["role"] == HELD_OUT]
     defined = [n for n in held if rows[n]["attack_success_rate"]["n"]]
+    attacked_families = sorted({m.family for m in members.values() if m.role == ATTACKED and m.family})
+    other = [n for n in defined if rows[n]["family"] and rows[n]["family"] not in attacked_families]
 
     def mean(names, key):
         return sum(rows[n][key]["rate"] for n in names) / len(names) if names else None
@@ -173,6 +187,14 @@ def members_table(probs: dict[str, ViewProbs], members: dict[str, Member], sets:
             "attack_success_rate_min": min((rows[n]["attack_success_rate"]["rate"] for n in defined), default=None),
             "attack_success_rate_unconditional": mean(held, "attack_success_rate_unconditional"),
             "clean_accuracy": mean(held, "clean_accuracy"),
+        },
+        "held_out_families": {
+            "attacked_families": attacked_families,
+            "families": sorted({rows[n]["family"] for n in other}),
+            "victims": other,
+            "attack_success_rate": mean(other, "attack_success_rate"),
+            "attack_success_rate_min": min((rows[n]["attack_success_rate"]["rate"] for n in other), default=None),
+            "clean_accuracy": mean(other, "clean_accuracy"),
         },
         "scope": SCOPE,
     }
@@ -237,6 +259,11 @@ def members_line(table: dict) -> str:
         k = len(mean["victims"])
         parts.append(f"held-out mean {mean['attack_success_rate']:.1%} (min {mean['attack_success_rate_min']:.1%}, "
                      f"{k} victim{'' if k == 1 else 's'})")
+    fam = table.get("held_out_families") or {}
+    if fam.get("attack_success_rate") is not None:
+        parts.append(f"held-out families ({', '.join(fam['families'])}; attacked: "
+                     f"{', '.join(fam['attacked_families']) or 'none known'}) mean {fam['attack_success_rate']:.1%} "
+                     f"(min {fam['attack_success_rate_min']:.1%}, {len(fam['victims'])} victims)")
     if table["skipped"]:
         parts.append("skipped " + ", ".join(f"{n} ({s['reason']})" for n, s in table["skipped"].items()))
     return "victims (success over clean-correct views, 95% CI): " + ("; ".join(parts) or "none")
@@ -244,9 +271,9 @@ def members_line(table: dict) -> str:
 
 def log_members(tracker, table: dict) -> None:
     """The members table to the tracker: a ``heldout/victims`` table and ``heldout/<name>/...`` summaries."""
-    columns = ["victim", "role", "mode", "clean_accuracy", "attack_success_rate", "attack_success_rate_ci_low",
+    columns = ["victim", "role", "family", "mode", "clean_accuracy", "attack_success_rate", "attack_success_rate_ci_low",
                "attack_success_rate_ci_high", "attack_success_rate_unconditional", "mean_target_confidence"]
-    rows = [[n, r["role"], r["mode"], r["clean_accuracy"]["rate"], r["attack_success_rate"]["rate"],
+    rows = [[n, r["role"], r.get("family"), r["mode"], r["clean_accuracy"]["rate"], r["attack_success_rate"]["rate"],
              r["attack_success_rate"]["ci95"][0], r["attack_success_rate"]["ci95"][1],
              r["attack_success_rate_unconditional"]["rate"], r.get("mean_target_confidence")]
             for n, r in table["members"].items()]
@@ -259,4 +286,8 @@ def log_members(tracker, table: dict) -> None:
     if mean["attack_success_rate"] is not None:
         flat["heldout/held_out_mean_attack_success_rate"] = mean["attack_success_rate"]
         flat["heldout/held_out_min_attack_success_rate"] = mean["attack_success_rate_min"]
+    fam = table.get("held_out_families") or {}
+    if fam.get("attack_success_rate") is not None:
+        flat["heldout/held_out_families_mean_attack_success_rate"] = fam["attack_success_rate"]
+        flat["heldout/held_out_families_min_attack_success_rate"] = fam["attack_success_rate_min"]
     tracker.summary(flat)

@@ -16,8 +16,10 @@ SMALL = [*TINY, "attack.steps=2", "patch.shape=bars", "evaluation.settings.atlas
 
 
 @pytest.mark.parametrize("victim, attacked, held_out", [
-    ("signnet", ["signnet"], ["signnet_seed1", "signnet_w8_seed2", "zoo_resnet10t"]),   # the pool's signnet is the attacked one
-    ("ensemble", ["signnet", "signnet_seed1"], ["signnet_w8_seed2", "zoo_resnet10t"]),
+    ("signnet", ["signnet"], ["signnet_seed1", "signnet_w8_seed2", "zoo_resnet10t", "zoo_mobilenetv3", "zoo_tinynet_e",
+                              "zoo_convnext_atto"]),   # the pool's signnet is the attacked one
+    ("ensemble", ["signnet", "zoo_resnet10t", "zoo_mobilenetv3"], ["signnet_seed1", "signnet_w8_seed2", "zoo_tinynet_e",
+                                                                  "zoo_convnext_atto"]),
 ])
 def test_held_out_victims_are_scored_but_never_called_by_the_optimizer(victim, attacked, held_out, tmp_path):
     cfg = compose("+scene=stop_sign", "attack=yield", f"victim={victim}", *SMALL)
@@ -46,3 +48,7 @@ def test_held_out_victims_are_scored_but_never_called_by_the_optimizer(victim, a
     table = metrics["heldout"]["victims"]
     assert {n: table["members"][n]["role"] for n in held_out} == {n: "held-out" for n in held_out}
     assert table["held_out_mean"]["victims"] == held_out
+    families = table["held_out_families"]            # siblings of an attacked family are not a held-out family
+    assert families["victims"] == [n for n in held_out if not n.startswith("signnet")]
+    assert families["attacked_families"] == sorted({"signnet": "vgg", "zoo_resnet10t": "resnet",
+                                                    "zoo_mobilenetv3": "mobilenet"}[n] for n in attacked)

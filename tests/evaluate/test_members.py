@@ -175,8 +175,35 @@ def test_heldout_run_writes_the_table(tmp_path, setup, signnet, sibling):
     assert out["heldout"]["victims"] == b["victims"]
 
     report = (tmp_path / "b" / "report.md").read_text()
-    assert "| victim | role | mode | clean accuracy | success (clean-correct) | success (all views)" in report
-    assert "| signnet_seed1 | held-out | targeted |" in report and "| signnet | attacked | targeted |" in report
+    assert "| victim | role | family | mode | clean accuracy | success (clean-correct) | success (all views)" in report
+    assert "| signnet_seed1 | held-out | – | targeted |" in report and "| signnet | attacked | – | targeted |" in report
     assert "`no_yield` (held-out): its labels lack the target 'yield'" in report
     assert "classifier victims only" in report
     assert "heldout/victims" in rec.tables and "heldout/signnet_seed1/clean_accuracy" in rec.summaries
+
+
+def test_held_out_families_average_only_families_no_attacked_victim_belongs_to():
+    from physattack.evaluate.heldout_report import members_markdown
+    from physattack.evaluate.members import LabelSets, ViewProbs, members_table
+
+    def probs(fooled: int, n: int = 10) -> ViewProbs:
+        clean = torch.tensor([[0.9, 0.1]]).repeat(n, 1)              # every view read as stop (index 0) when clean
+        attacked = torch.tensor([[0.2, 0.8]] * fooled + [[0.9, 0.1]] * (n - fooled))
+        return ViewProbs(clean=clean, attacked=attacked)
+
+    members = tag_members(attacked={"vgg_a": object(), "resnet_a": object()},
+                          held_out={"vgg_b": object(), "vit_a": object(), "convnext_a": object(), "unknown": object()},
+                          families={"vgg_a": "vgg", "resnet_a": "resnet", "vgg_b": "vgg", "vit_a": "vit",
+                                    "convnext_a": "convnext"})
+    fooled = {"vgg_a": 10, "resnet_a": 10, "vgg_b": 9, "vit_a": 2, "convnext_a": 4, "unknown": 7}
+    sets = {n: LabelSets((0,), (1,)) for n in members}
+    table = members_table({n: probs(k) for n, k in fooled.items()}, members, sets, {})
+    fam = table["held_out_families"]
+    assert fam["attacked_families"] == ["resnet", "vgg"] and fam["families"] == ["convnext", "vit"]
+    assert fam["victims"] == ["vit_a", "convnext_a"]                   # not the VGG sibling, not the unlabelled one
+    assert fam["attack_success_rate"] == pytest.approx(0.3) and fam["attack_success_rate_min"] == pytest.approx(0.2)
+    assert table["held_out_mean"]["attack_success_rate"] == pytest.approx((0.9 + 0.2 + 0.4 + 0.7) / 4)
+    assert table["members"]["vit_a"]["family"] == "vit" and table["members"]["unknown"]["family"] is None
+    assert "held-out families (convnext, vit; attacked: resnet, vgg) mean 30.0%" in members_line(table)
+    report = "\n".join(members_markdown(table))
+    assert "| vit_a | held-out | vit |" in report and "**30.0%**" in report
