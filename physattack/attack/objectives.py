@@ -21,6 +21,23 @@ def targeted(logits: Tensor, target: int) -> Tensor:
     return F.cross_entropy(logits, logits.new_full((logits.shape[0],), target, dtype=int), reduction="none")
 
 
+def targeted_margin(logits: Tensor, target: int, margin: float = 10.0) -> Tensor:
+    """Carlini-Wagner margin towards ``target`` (Carlini & Wagner, S&P 2017, their f6): the best other
+    logit minus the target's, floored at ``-margin``. A large floor asks for a confident reading,
+    which Carlini & Wagner found transfers to other models far better than a barely-won one."""
+    other = logits.clone()
+    other[:, target] = float("-inf")
+    return (other.amax(dim=1) - logits[:, target]).clamp(min=-margin)
+
+
+def targeted_logit(logits: Tensor, target: int) -> Tensor:
+    """The target's logit, negated (Zhao et al., NeurIPS 2021, "On Success and Simplicity: A Second
+    Look at Transferable Targeted Attacks"): unlike cross-entropy it does not saturate once the
+    surrogate is fooled, so later steps keep pushing towards the target, which they found to be what
+    targeted transfer needs. Logits are the victim's own, so its scale differs between members."""
+    return -logits[:, target]
+
+
 def untargeted(logits: Tensor, true_label: int, margin: float = 5.0) -> Tensor:
     """Carlini-Wagner margin away from ``true_label``: the true logit minus the best other one,
     floored at ``-margin`` so that views already fooled stop pulling the patch."""
@@ -43,6 +60,10 @@ class Objective:
 OBJECTIVES: dict[str, Objective] = {
     "targeted": Objective(lambda out, label, views: targeted(out, label),
                           lambda out, label, views: out.argmax(1) == label, targeted=True),
+    "targeted_margin": Objective(lambda out, label, views: targeted_margin(out, label),
+                                 lambda out, label, views: out.argmax(1) == label, targeted=True),
+    "targeted_logit": Objective(lambda out, label, views: targeted_logit(out, label),
+                                lambda out, label, views: out.argmax(1) == label, targeted=True),
     "untargeted": Objective(lambda out, label, views: untargeted(out, label),
                             lambda out, label, views: out.argmax(1) != label, targeted=False),
     "hide": Objective(det.hide, det.hidden, targeted=False),
@@ -53,5 +74,6 @@ OBJECTIVES: dict[str, Objective] = {
 #: takes the true class off the sign's boxes; ``hide`` and ``mislabel`` exist only for detectors.
 DETECTOR_OBJECTIVES: dict[str, Objective] = {
     "targeted": OBJECTIVES["mislabel"], "mislabel": OBJECTIVES["mislabel"], "hide": OBJECTIVES["hide"],
+    "targeted_margin": OBJECTIVES["mislabel"], "targeted_logit": OBJECTIVES["mislabel"],
     "untargeted": Objective(det.untargeted, det.hidden, targeted=False),
 }

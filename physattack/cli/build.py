@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from physattack.atomic import load_torch
+from physattack.attack.objectives import OBJECTIVES
 from physattack.config import RunConfig
 from physattack.eot import ViewPipeline
 from physattack.errors import InputError, input_error
@@ -304,6 +305,6 @@ def finished_run(run_dir: str | Path, device="cpu", victim_node=None) -> Finishe
         with torch.no_grad():
             adv = colour_model.print_patch(adv, patch.mask)
         pipeline = photographed(pipeline, colour_model)
-    targeted = cfg.attack.get("objective", "targeted") in ("targeted", "mislabel")
+    targeted = OBJECTIVES.get(cfg.attack.get("objective", "targeted"), OBJECTIVES["targeted"]).targeted
     return FinishedRun(run_dir, cfg, metrics, built_scene, built_victim, patch, renderer, eval_bank, size,
                        adv.detach(), pipeline, cfg.attack.get("target") if targeted else None, palette, colour_model)
