@@ -28,7 +28,7 @@ from physattack.atomic import load_torch, save_torch
 from physattack.config import RunConfig
 from physattack.errors import InputError, check_range
 from physattack.attack.mask_search import search_sticker_mask
-from physattack.attack.objectives import DETECTOR_OBJECTIVES, OBJECTIVES, Objective
+from physattack.attack.objectives import DETECTOR_OBJECTIVES, DETECTOR_ONLY, OBJECTIVES, Objective
 from physattack.patch.base import Patch
 from physattack.printing import non_printability_score, total_variation
 from physattack.scene.scene import Scene
@@ -179,7 +179,7 @@ class EOTAttack:
         """This attack's objective in the form ``victim``'s outputs need (detectors have their own)."""
         if getattr(victim, "is_detector", False):
             return DETECTOR_OBJECTIVES[self.objective]
-        if self.objective not in {"targeted", "untargeted"} and self.objective in DETECTOR_OBJECTIVES:
+        if self.objective in DETECTOR_ONLY:
             raise AttackError(f"attack={self.objective} needs a detector victim (victim=detnet or a torchvision "
                               "detector); this victim is a classifier, so use attack=yield or attack=untargeted.")
         return OBJECTIVES[self.objective]

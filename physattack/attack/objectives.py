@@ -70,6 +70,9 @@ OBJECTIVES: dict[str, Objective] = {
     "mislabel": Objective(det.mislabel, det.mislabelled, targeted=True),
 }
 
+#: Objectives only a detector's outputs can serve (a classifier has no boxes to hide or relabel).
+DETECTOR_ONLY = frozenset({"hide", "mislabel"})
+
 #: What each objective means for a detector (``DetectorOutput``): targeted is mislabel, untargeted
 #: takes the true class off the sign's boxes; ``hide`` and ``mislabel`` exist only for detectors.
 DETECTOR_OBJECTIVES: dict[str, Objective] = {

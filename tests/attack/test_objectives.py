@@ -29,3 +29,16 @@ def test_the_transfer_objectives_are_targeted_and_mean_mislabel_to_a_detector(na
     assert DETECTOR_OBJECTIVES[name] is OBJECTIVES["mislabel"]
     out = torch.tensor([[0.0, 5.0], [5.0, 0.0]])
     assert OBJECTIVES[name].success(out, 1, None).tolist() == [True, False]
+
+
+def test_a_classifier_attack_takes_the_transfer_objectives_and_refuses_the_detector_only_ones():
+    from physattack.attack import AttackError, EOTAttack
+    from physattack.victims import Classifier
+
+    class Tiny(Classifier):
+        labels = ("stop", "yield")
+
+    for name in ("targeted_margin", "targeted_logit"):
+        assert EOTAttack(objective=name, target="yield").objective_for(Tiny()) is OBJECTIVES[name]
+    with pytest.raises(AttackError, match="needs a detector victim"):
+        EOTAttack(objective="hide", target=None).objective_for(Tiny())
