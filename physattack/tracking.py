@@ -27,6 +27,9 @@ class NullTracker:
     def log_table(self, name: str, columns: list[str], rows: list[list]) -> None:
         pass
 
+    def log_video(self, name: str, path: str | Path) -> None:
+        """A video file (MP4) written by the run."""
+
     def log_artifact(self, name: str, kind: str, paths: list[Path]) -> None:
         pass
 
@@ -73,6 +76,12 @@ class WandbTracker(NullTracker):
 
     def log_table(self, name, columns, rows):
         self.run.log({name: self._wandb.Table(columns=columns, data=rows)})
+
+    def log_video(self, name, path):
+        path = Path(path)
+        if path.suffix.lower() not in {".mp4", ".gif", ".webm", ".ogg"}:
+            return                     # W&B plays only these; the file stays in the run folder
+        self.run.log({name: self._wandb.Video(str(path), format=path.suffix.lower().lstrip("."))})
 
     def log_artifact(self, name, kind, paths):
         art = self._wandb.Artifact(name, type=kind)

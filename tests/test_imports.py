@@ -22,7 +22,7 @@ PACKAGE = Path(physattack.__file__).parent
 SHARED = {"__init__", "errors", "atomic", "config", "imageio", "labels", "units"}
 
 #: Entry points outside ``cli/``: ``python -m`` shims over ``physattack.cli`` (they count as cli).
-COMMAND_SHIMS = {"__main__", "export", "transfer", "atlas", "calibrate", "evaluate_photos",
+COMMAND_SHIMS = {"__main__", "export", "transfer", "atlas", "calibrate", "evaluate_photos", "drive",
                  "evaluate.__main__", "train.__main__"}
 
 PARTS = ["scene", "render", "eot", "patch", "printing", "victims", "attack", "evaluate", "train", "tracking", "cli"]

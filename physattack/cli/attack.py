@@ -7,6 +7,7 @@ path (``physattack.cli.compose`` + ``run_attack``) both call it, so both build t
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -57,18 +58,50 @@ def run_attack(cfg: DictConfig, run_dir: str | Path) -> dict:
         run.resume = str(run_dir)            # a requeued (pre-empted) job continues where it stopped
     resumed = load_torch(checkpoint_file(run.resume), "checkpoint") if run.resume else None
     parts = build.attack_parts(cfg, run, device)
+    drive = drive_parts(cfg, parts, run, device)          # refused here on bad settings, before any step
     tracker = build.make(cfg.logger, dir=str(run_dir), run_config=OmegaConf.to_container(cfg, resolve=True),
                          _recursive_=False, _convert_="all", **tracking_identity(cfg, resumed))
     save_text(run_dir / "config.yaml", config_yaml)
     try:
-        metrics = attack_and_report(parts, run, run_dir, tracker)
+        metrics = attack_and_report(parts, run, run_dir, tracker, drive)
     finally:
         tracker.finish()
     return metrics
 
 
-def attack_and_report(parts: build.AttackParts, run: RunConfig, run_dir: Path, tracker) -> dict:
-    """Optimize, evaluate on the held-out grid, write and log the outputs, export the patch."""
+def drive_parts(cfg: DictConfig, parts: build.AttackParts, run: RunConfig, device) -> build.DriveParts | None:
+    """The drive report every attack run ends with: ``cfg.drive`` when the run names one (``+drive=default``),
+    else ``conf/drive/quick.yaml``; none for reprogramming, or when ``evaluation.enabled=false`` skips the
+    held-out evaluation."""
+    if isinstance(parts.attack, ReprogramAttack) or not (cfg.get("evaluation") is None or cfg.evaluation.enabled):
+        return None
+    node = cfg.drive if cfg.get("drive") is not None else build.drive_config("quick")
+    grid = getattr(parts.grid, "grid", parts.grid)           # a detector's FrameGrid wraps the EvalGrid
+    return build.drive_parts(node, scene=parts.scene, attacked=parts.victim, victim_names=parts.victim_names,
+                             renderer=parts.eval_pipeline.renderer, backgrounds=parts.eval_pipeline.backgrounds,
+                             crop_px=run.image_size, crop_frame=float(grid.frame), device=device)
+
+
+def report_drive(drive: build.DriveParts, parts: build.AttackParts, run: RunConfig, run_dir: Path, tracker,
+                 texture, metrics: dict) -> dict:
+    """Judge the patch on ``drive``'s drives into ``<run>/drive`` and add the summary to ``metrics.json``."""
+    from physattack.atomic import save_json
+    from physattack.cli.drive import drive_report
+
+    summary = {"scene": parts.scene.name, "attack": metrics.get("attack"), "run_dir": str(run_dir)}
+    result = drive_report(drive, scene=parts.scene, adv_texture=texture, eval_pipeline=parts.eval_pipeline,
+                          out_dir=free_folder(run_dir / "drive"), summary=summary, tracker=tracker,
+                          progress=run.progress)
+    path = run_dir / "metrics.json"
+    written = json.loads(path.read_text()) if path.is_file() else {}
+    save_json(path, {**written, "drive": result})
+    return result
+
+
+def attack_and_report(parts: build.AttackParts, run: RunConfig, run_dir: Path, tracker,
+                      drive: build.DriveParts | None = None) -> dict:
+    """Optimize, evaluate on the held-out grid, write and log the outputs, export the patch; judge the
+    patch on ``drive``'s drives when given."""
     from physattack.evaluate.detection import report_detection_attack
     from physattack.evaluate.grid import evaluate_on_grid
     from physattack.evaluate.report import write_run_outputs
@@ -108,6 +141,8 @@ def attack_and_report(parts: build.AttackParts, run: RunConfig, run_dir: Path, t
             run_dir=run_dir, run=run, true_index=true_index, target_index=target_index, started=t0,
             attack_seconds=attack_seconds)
         export({"attack": metrics["attack"]})
+        if drive is not None and not result.interrupted:
+            metrics["drive"] = report_drive(drive, parts, run, run_dir, tracker, printed, metrics)
         return {**metrics, **stopped}
     grid_result, clean_imgs, adv_imgs = evaluate_on_grid(
         scene, scene.texture, printed, parts.eval_pipeline, victim, parts.grid, true_index, target_index,
@@ -135,6 +170,8 @@ def attack_and_report(parts: build.AttackParts, run: RunConfig, run_dir: Path, t
         metrics.update(parts.heldout.evaluate(scene=scene, victim=victim, adv_texture=printed, summary=summary,
                                               run_dir=run_dir, tracker=tracker, zero_grad_steps=result.zero_grad_steps,
                                               steps_done=result.steps_done, batch_size=run.eval_batch_size))
+    if drive is not None and not result.interrupted:
+        metrics["drive"] = report_drive(drive, parts, run, run_dir, tracker, printed, metrics)
     return metrics
 
 
@@ -212,9 +249,13 @@ def protocol_lines(metrics: dict) -> str:
 def task(cfg: DictConfig, run_dir: Path) -> float | None:
     """The Hydra task: run, print the headline, and return the held-out success rate (task accuracy
     for reprogramming), the value a Hydra sweeper (e.g. Optuna) optimizes."""
+    from physattack.evaluate.drive import drive_headline
+
     metrics = run_attack(cfg, run_dir)
     if "heldout" in metrics:
         print(protocol_lines(metrics))
+    if "drive" in metrics:
+        print(drive_headline(metrics["drive"]))
     print(headline(metrics))
     print(f"outputs in {run_dir}")
     exit_if_interrupted(metrics)

@@ -308,3 +308,65 @@ def finished_run(run_dir: str | Path, device="cpu", victim_node=None) -> Finishe
     targeted = OBJECTIVES.get(cfg.attack.get("objective", "targeted"), OBJECTIVES["targeted"]).targeted
     return FinishedRun(run_dir, cfg, metrics, built_scene, built_victim, patch, renderer, eval_bank, size,
                        adv.detach(), pipeline, cfg.attack.get("target") if targeted else None, palette, colour_model)
+
+
+# -- drives -----------------------------------------------------------------------------------------
+
+def drive_config(option: str = "quick") -> DictConfig:
+    """``conf/drive/<option>.yaml`` composed as ``python -m physattack.drive drive=<option>`` has it (inside a
+    running Hydra app, or on its own)."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        return compose(config_name="drive", overrides=[f"drive={option}"]).drive
+    with initialize_config_module(config_module="physattack.conf", version_base="1.3"):
+        return compose(config_name="drive", overrides=[f"drive={option}"]).drive
+
+
+@dataclass
+class DriveParts:
+    """A drive evaluation: the held-out drives, how they are rendered, the stack that reads them, the judge."""
+
+    drives: list
+    renderer: object          # physattack.eot.drive.DriveRenderer
+    stack: object             # physattack.evaluate.drive.DetectorStack or TwoStageStack
+    settings: object          # physattack.evaluate.drive.DriveSettings
+
+
+def drive_parts(node: DictConfig, *, scene, attacked, victim_names: list[str], renderer, backgrounds, crop_px: int,
+                crop_frame: float, device) -> DriveParts:
+    """Build a drive evaluation of the ``attacked`` victim from a ``conf/drive/*.yaml`` node: a classifier is
+    read through the two-stage stack (``node.detector`` -> the classifier), a detector alone (or two-stage
+    when ``node.classifier`` names a second stage). Bad settings (a braking point beyond the first frame, k > n)
+    are refused here, before any frame is rendered."""
+    from physattack.eot.drive import DriveRenderer
+    from physattack.evaluate.drive import DetectorStack, TiledDetector, TwoStageStack, check_braking
+
+    dashcam = make(node.dashcam)
+    drive_set = make(node.drives, background_count=len(backgrounds), _convert_="all")
+    settings = make(node.settings)
+    stack_settings = make(node.stack, _convert_="all")
+    drives = drive_set.drives()
+    check_braking(drives, settings)
+    name = "+".join(victim_names)
+    if is_detector(attacked):
+        detector, names, classifier = attacked, {"detector": name}, None
+        second = node.get("classifier")
+        if second is not None:
+            classifier = victim(second.victim, device)
+            names["classifier"] = str(second.get("name") or second.victim.get("_target_", "classifier"))
+    else:
+        detector = victim(node.detector.victim, device)
+        names = {"detector": str(node.detector.get("name") or node.detector.victim.get("_target_", "detector")),
+                 "classifier": name}
+        classifier = attacked
+    tiled = TiledDetector(detector, dashcam, tuple(scene.texture_size_m), stack_settings)
+    frame = stack_settings.crop_frame if stack_settings.crop_frame is not None else crop_frame
+    side = stack_settings.crop_px if stack_settings.crop_px is not None else crop_px
+    if classifier is None:
+        stack = DetectorStack(tiled, detector.label_index(scene.class_name), settings.iou, names)
+    else:
+        stack = TwoStageStack(tiled, classifier, classifier.label_set(scene.class_name), settings.iou, frame, side,
+                              names)
+    return DriveParts(drives, DriveRenderer(renderer, backgrounds, dashcam), stack, settings)
