@@ -30,6 +30,7 @@ from physattack.errors import InputError, check_range
 from physattack.attack.mask_search import search_sticker_mask
 from physattack.attack.objectives import DETECTOR_OBJECTIVES, DETECTOR_ONLY, OBJECTIVES, Objective
 from physattack.patch.base import Patch
+from physattack.patch.placement import PlacementError, place_stickers, sticker_pieces, texels_per_mm
 from physattack.printing import non_printability_score, total_variation
 from physattack.scene.scene import Scene
 from physattack.victims.ensemble import Ensemble
@@ -137,12 +138,17 @@ class EOTAttack:
         checkpoint_every: steps between checkpoints (``checkpoint.pt`` in the run directory); 0: only at the end.
         ema: smoothing of the running success rate that picks the best patch, in [0, 1).
         mask_search_steps: steps of the sticker mask search, for patches that ask for one.
+        placement: the placement error of the deployed stickers (``physattack.patch.placement.PlacementError``,
+            or its arguments as a dict), or None (off). When set, every view of every step shows the
+            stickers as placed with an error drawn for that view (after printing, before rendering),
+            so the patch learns to survive being stuck on by hand; the gradient reaches the design
+            through the warp. Draws come from the run's generator, after the views'.
     """
 
     def __init__(self, objective: str = "targeted", target: str | None = "yield", steps: int = 200,
                  batch_size: int = 24, lr: float = 0.1, lr_schedule: str = "cosine", nps_weight: float = 0.05,
                  tv_weight: float = 0.5, checkpoint_every: int = 50, ema: float = 0.9,
-                 mask_search_steps: int = 40):
+                 mask_search_steps: int = 40, placement: PlacementError | dict | None = None):
         if objective not in OBJECTIVES:
             raise AttackError(f"Unknown objective '{objective}'; choose one of {sorted(OBJECTIVES)}.")
         if OBJECTIVES[objective].targeted and not target:
@@ -163,6 +169,9 @@ class EOTAttack:
         self.objective, self.target, self.steps, self.batch_size = objective, target, steps, batch_size
         self.lr, self.lr_schedule, self.nps_weight, self.tv_weight = lr, lr_schedule, nps_weight, tv_weight
         self.checkpoint_every, self.ema, self.mask_search_steps = checkpoint_every, ema, mask_search_steps
+        if placement is not None and not isinstance(placement, PlacementError):
+            placement = PlacementError(**dict(placement))
+        self.placement = placement
         self._stop, self._signal = False, None
 
     needs_true_label = True     # the victim must know the scene's class (not so for reprogramming)
@@ -233,7 +242,15 @@ class EOTAttack:
                 out[f"train/{key}"] = value
         return out
 
+    def check_patch(self, patch: Patch) -> None:
+        """Refuse a patch this attack cannot optimize: placement error needs stickers to move. The run
+        calls it before its first step; a builder may call it earlier."""
+        if self.placement is not None and not patch.cut_as_stickers:
+            raise AttackError(f"attack.placement moves stickers, but a {type(patch).__name__} is not cut into "
+                              "stickers; use patch=sticker or set attack.placement=null.")
+
     def _start(self, setup: AttackSetup, run: RunConfig, generator: torch.Generator) -> _Loop:
+        self.check_patch(setup.patch)
         label = self.label(setup.victim, setup.scene)
         objective = self.objective_for(setup.victim)
         opt = torch.optim.Adam(setup.patch.parameters(), lr=self.lr)
@@ -274,6 +291,8 @@ class EOTAttack:
         texture = patch.apply(draw.base)
         if s.colour_model is not None:
             texture = s.colour_model.print_patch(texture, patch.mask)
+        if self.placement is not None:
+            texture = self._placed(loop, texture, draw.base)
         views = s.pipeline(s.scene, texture, draw.params)
         if loop.members is None:
             output = self._victim_output(s.victim, views.images, loop.run)
@@ -302,6 +321,13 @@ class EOTAttack:
             record.update(per_member)
         state.history.append(record)
         return record
+
+    def _placed(self, loop: _Loop, texture: Tensor, base: Tensor) -> Tensor:
+        """B×3×H×W: the step's (printed) design as deployed, with one placement error drawn per view."""
+        s = loop.setup
+        pieces = sticker_pieces(s.patch.mask)
+        draw = self.placement.sample(self.batch_size, len(pieces), loop.generator)
+        return place_stickers(texture, s.patch.mask, base, s.scene.face_mask, texels_per_mm(s.scene), draw, pieces)
 
     def _ensemble_gradient(self, loop: _Loop, views) -> tuple[Tensor, Tensor, dict]:
         """The members' weighted objective on the rendered views, asked one member at a time.

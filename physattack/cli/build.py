@@ -194,6 +194,7 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     if getattr(built_victim, "members", None) is not None:
         attack.members_of(built_victim, built_scene)        # refused here, before any folder or step
     patch = make(cfg.patch, scene=built_scene).to(device)
+    attack.check_patch(patch)                               # e.g. placement error needs stickers
     renderer = make(cfg.renderer)
     size = (run.image_size, run.image_size)
     bank, eval_bank = make(cfg.eot.backgrounds), make(cfg.eot.eval_backgrounds)

@@ -6,6 +6,7 @@ import torch
 
 from physattack.attack import AttackError, AttackSetup, EOTAttack, targeted, untargeted
 from physattack.config import RunConfig
+from physattack.errors import InputError
 from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
 from physattack.patch import sticker_for_scene
 from physattack.printing import load_palette
@@ -113,3 +114,45 @@ def test_reprogram_settings_are_checked_too():
 def test_resume_from_nowhere_is_refused(parts, signnet, tmp_path):
     with pytest.raises(AttackError, match="No checkpoint"):
         run(parts, signnet, tmp_path, steps=1, resume=tmp_path / "nothing")
+
+
+class Recording:
+    """A pipeline that keeps the textures it was asked to render."""
+
+    def __init__(self, pipeline):
+        self.pipeline, self.textures = pipeline, []
+
+    def __call__(self, scene, texture, params, **kw):
+        self.textures.append(texture.detach())
+        return self.pipeline(scene, texture, params, **kw)
+
+
+def test_placement_error_during_optimization_moves_stickers_per_view(parts, signnet, tmp_path):
+    from physattack.patch.placement import PlacementError
+
+    patch = sticker_for_scene(parts["scene"])
+    pipeline = Recording(parts["pipeline"])
+    attack = EOTAttack(target="yield", steps=2, batch_size=4, lr=0.2, mask_search_steps=0,
+                       placement={"shift_mm": 5, "rotation_deg": 5})
+    assert isinstance(attack.placement, PlacementError) and attack.placement.shift_mm == 5
+    setup = AttackSetup(scene=parts["scene"], patch=patch, victim=signnet, pipeline=pipeline,
+                        sampler=parts["sampler"], palette=parts["palette"])
+    before = patch.logits.detach().clone()
+    result = attack.run(setup, RunConfig(seed=0, progress=False), tmp_path)
+    assert result.steps_done == 2 and result.zero_grad_steps == 0 and not torch.equal(before, patch.logits)
+    first = pipeline.textures[0]
+    assert first.shape == (4, 3, 512, 512)                          # one deployment per view
+    assert not torch.equal(first[0], first[1])
+    assert not torch.equal(first[0], patch.apply(parts["scene"].texture).detach())
+
+
+def test_placement_error_needs_stickers_and_names_its_keys(parts):
+    from physattack.patch import paint_for_scene
+
+    attack = EOTAttack(placement={"shift_mm": 5})
+    with pytest.raises(AttackError, match=r"^attack.placement moves stickers, .*patch=sticker"):
+        attack.check_patch(paint_for_scene(parts["scene"]))
+    attack.check_patch(sticker_for_scene(parts["scene"]))
+    EOTAttack(placement=None).check_patch(paint_for_scene(parts["scene"]))
+    with pytest.raises(InputError, match=r"^attack.placement.rotation_deg must be in \[0, 180\]"):
+        EOTAttack(placement={"rotation_deg": -1})
