@@ -236,13 +236,17 @@ def headline(metrics: dict) -> str:
 
 
 def protocol_lines(metrics: dict) -> str:
-    """The held-out protocol for the terminal: its rates, the victims attacked and held out, the report."""
+    """The held-out protocol for the terminal: its rates, the victims attacked and held out, the
+    placement-error headline (when there is a table), the report."""
     from physattack.evaluate.members import members_line
+    from physattack.evaluate.placement import placement_line
     from physattack.evaluate.protocol import heldout_line
 
     lines = [heldout_line(metrics["heldout"])]
     if metrics["heldout"].get("victims"):
         lines.append(members_line(metrics["heldout"]["victims"]))
+    if metrics.get("placement"):
+        lines.append(placement_line(metrics["placement"]))
     return "\n".join(lines + [f"held-out report: {metrics['report']}"])
 
 

@@ -214,7 +214,7 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
         names = [n for n, m in members.items() if m.role == "attacked"]
         heldout = HeldOutRun(eval_pipeline, protocol_grid(cfg, len(eval_bank)),
                              make(cfg.evaluation.settings, _convert_="all"), ViewPipeline(renderer, eval_bank, size),
-                             members=members)
+                             members=members, patch=patch)
     return AttackParts(built_scene, built_victim, attack, patch, pipeline, sampler, eval_pipeline, grid, palette,
                        colour_model, export_options(cfg), heldout, names)
 

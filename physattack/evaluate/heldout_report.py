@@ -2,8 +2,9 @@
 
 Files (in the run directory): ``heldout_azimuth_distance.png``, ``heldout_lighting_distance.png``,
 ``heldout_conditions.png`` (success and clean accuracy per value of every grid axis, with Wilson
-intervals), ``worst_views.png``, ``atlas.png`` (when an atlas was built), ``report.md``; the numbers
-go into ``metrics.json`` under ``heldout`` (with ``sanity`` and ``atlas``).
+intervals), ``worst_views.png``, ``atlas.png`` (when an atlas was built), ``placement.png`` (when a
+placement-error table was made), ``report.md``; the numbers go into ``metrics.json`` under ``heldout``
+(with ``sanity``, ``atlas`` and ``placement``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from torch import Tensor  # noqa: E402
 
 from physattack.atomic import save_figure, save_json, save_rgb_png, save_text  # noqa: E402
 from physattack.evaluate.heldout import HeldOutResult, worst_views  # noqa: E402
+from physattack.evaluate.placement import placement_figure, placement_markdown  # noqa: E402
 from physattack.evaluate.plots import views_gallery  # noqa: E402
 
 
@@ -225,8 +227,9 @@ def members_markdown(table: dict) -> list[str]:
     return lines + [""]
 
 
-def markdown_report(summary: dict, heldout: dict, sanity: list[dict], atlas: dict | None, files: dict[str, str]) -> str:
-    """A short report a reviewer can read in a minute."""
+def markdown_report(summary: dict, heldout: dict, sanity: list[dict], atlas: dict | None, files: dict[str, str],
+                    placement: dict | None = None) -> str:
+    """A short report a reviewer can read in a minute (``placement``: the placement-error table, if made)."""
     lines = [f"# Held-out evaluation: {summary.get('attack', '')} on {summary.get('scene', '')}", ""]
     lines += [f"Victim `{summary.get('victim', '')}`; true label set {heldout['true_label_set']}"
               + (f", target set {heldout['target_label_set']}" if heldout.get("target_label_set") else "")
@@ -246,6 +249,8 @@ def markdown_report(summary: dict, heldout: dict, sanity: list[dict], atlas: dic
               f"({free['views_in_atlas_regions']} grid views lie in such regions), of {free['successes']} successes.", ""]
     if heldout.get("victims"):
         lines += members_markdown(heldout["victims"])
+    if placement is not None:
+        lines += placement_markdown(placement)
     raised = [f for f in sanity if f["raised"]]
     lines += ["## Sanity flags", ""]
     lines += [f"- **{f['name']}**: {f['message']}" for f in raised] or ["- none raised"]
@@ -265,9 +270,9 @@ def markdown_report(summary: dict, heldout: dict, sanity: list[dict], atlas: dic
 def write_heldout_outputs(run_dir: str | Path, *, scene, clean_texture, adv_texture, pipeline, grid, victim,
                           result: HeldOutResult, heldout: dict, sanity: list[dict], summary: dict,
                           atlas=None, atlas_samples=None, atlas_probs=None, atlas_pipeline=None, worst: int = 8,
-                          tracker=None) -> dict[str, Path]:
-    """Write the held-out protocol's pictures, ``report.md`` and the ``heldout``/``sanity``/``atlas``
-    keys of ``metrics.json`` (merged into what is there); log the same to ``tracker``."""
+                          tracker=None, placement: dict | None = None) -> dict[str, Path]:
+    """Write the held-out protocol's pictures, ``report.md`` and the ``heldout``/``sanity``/``atlas``/
+    ``placement`` keys of ``metrics.json`` (merged into what is there); log the same to ``tracker``."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     out: dict[str, Path] = {}
@@ -294,8 +299,13 @@ def write_heldout_outputs(run_dir: str | Path, *, scene, clean_texture, adv_text
         fig = atlas_bins_figure(atlas)
         out["atlas_bins"] = save_figure(run_dir / "atlas_bins.png", fig)
         plt.close(fig)
+    if placement is not None:
+        fig = placement_figure(placement)
+        out["placement"] = save_figure(run_dir / "placement.png", fig)
+        plt.close(fig)
     files = {k: p.name for k, p in out.items()}
-    out["report"] = save_text(run_dir / "report.md", markdown_report(summary, heldout, sanity, atlas_dict, files))
+    out["report"] = save_text(run_dir / "report.md", markdown_report(summary, heldout, sanity, atlas_dict, files,
+                                                                     placement))
     metrics_path = run_dir / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else dict(summary)
     per_view = [{**c, "clean": victim.labels[int(cp)], "attacked": victim.labels[int(ap)],
@@ -304,7 +314,8 @@ def write_heldout_outputs(run_dir: str | Path, *, scene, clean_texture, adv_text
                 for c, cp, ap, ok, s, r, v in zip(result.conditions, result.clean_pred, result.adv_pred,
                                                    result.clean_correct, result.success, result.in_atlas_region,
                                                    result.patch_visible)]
-    metrics.update({"heldout": {**heldout, "per_view": per_view}, "sanity": sanity, "atlas": atlas_dict})
+    metrics.update({"heldout": {**heldout, "per_view": per_view}, "sanity": sanity, "atlas": atlas_dict,
+                    "placement": placement})
     out["metrics"] = save_json(metrics_path, metrics)
     if tracker is not None:
         _log(tracker, heldout, sanity, per_view, out)

@@ -1,7 +1,7 @@
 """The full held-out evaluation of one attack: protocol grid, natural-failure atlas, sanity flags,
-the members table (the patch on the attacked and on held-out victims, ``evaluate/members.py``),
-report. Run at the end of every attack (``physattack.cli.attack``) and by
-``python -m physattack.evaluate run_dir=<run>``.
+the members table (the patch on the attacked and on held-out victims, ``evaluate/members.py``), the
+placement-error table (the stickers stuck on a little off, ``evaluate/placement.py``), report. Run at
+the end of every attack (``physattack.cli.attack``) and by ``python -m physattack.evaluate run_dir=<run>``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ from physattack.errors import InputError
 from physattack.evaluate.atlas import Atlas, build_atlas
 from physattack.evaluate.heldout import HeldOutResult, heldout_metrics
 from physattack.evaluate.heldout_report import write_heldout_outputs
-from physattack.evaluate.members import Member, check_members, classify_views, log_members, members_table
+from physattack.evaluate.members import (ATTACKED, Member, check_members, classify_views, log_members,
+                                         members_table)
+from physattack.evaluate.metrics import in_label_set
+from physattack.evaluate.placement import PlacementSettings, Scored, log_placement, placement_table
 from physattack.evaluate.sanity import SanityThresholds, sanity_flags
 
 log = logging.getLogger("physattack.evaluate")
@@ -34,6 +37,7 @@ class HeldOutSettings:
         atlas_per_axis, atlas_pairs, atlas_per_pair, atlas_bins, atlas_pair_bins, atlas_max_accuracy,
             atlas_confidence: as in ``physattack.evaluate.atlas.build_atlas``.
         sanity: thresholds of the sanity flags.
+        placement: the placement-error table (``physattack.evaluate.placement.PlacementSettings``).
     """
 
     worst_views: int = 8
@@ -48,10 +52,19 @@ class HeldOutSettings:
     atlas_confidence: float = 0.5
     atlas_seed: int = 2000
     sanity: SanityThresholds = field(default_factory=SanityThresholds)
+    placement: PlacementSettings = field(default_factory=PlacementSettings)
 
     def __post_init__(self) -> None:
         if not isinstance(self.sanity, SanityThresholds):      # a dict or DictConfig from the config
             self.sanity = SanityThresholds(**dict(self.sanity))
+        if not isinstance(self.placement, PlacementSettings):
+            node = dict(self.placement or {"enabled": False})
+            known = PlacementSettings.__dataclass_fields__
+            unknown = sorted(set(node) - set(known))
+            if unknown:
+                raise InputError(f"evaluation.settings.placement.{unknown[0]} is not a setting; the settings are "
+                                 f"{', '.join(known)}.")
+            self.placement = PlacementSettings(**node)
 
 
 def load_atlas(path: str | Path) -> Atlas:
@@ -69,7 +82,8 @@ def load_atlas(path: str | Path) -> Atlas:
 def evaluate_attack(*, scene, victim, clean_texture, adv_texture, pipeline, grid, target: str | None, summary: dict,
                     run_dir: str | Path, settings: HeldOutSettings | None = None, atlas_pipeline=None, tracker=None,
                     zero_grad_steps: int | None = None, steps_done: int | None = None, batch_size: int = 64,
-                    quiet: bool = False, members: dict[str, Member] | None = None) -> dict:
+                    quiet: bool = False, members: dict[str, Member] | None = None,
+                    sticker_mask: torch.Tensor | None = None) -> dict:
     """Evaluate ``adv_texture`` against ``clean_texture`` on ``grid`` and write the report.
 
     Args:
@@ -82,11 +96,15 @@ def evaluate_attack(*, scene, victim, clean_texture, adv_texture, pipeline, grid
             (``physattack.evaluate.members.tag_members``). The grid is rendered once for ``victim`` and
             all of them; their table goes under ``heldout["victims"]`` (``members.members_table``), into
             report.md and to the tracker (``heldout/victims``, ``heldout/<name>/...``).
+        sticker_mask: 1×Ht×Wt, where a sticker patch's stickers are (its ``mask``); with
+            ``settings.placement.enabled`` the placement-error table is made for the attacked victims
+            (``evaluate/placement.py``). None (paint, frames): no table.
 
     Returns:
-        ``{"heldout": ..., "sanity": [...], "atlas": ..., "report": <report.md>}`` as merged into ``metrics.json``
-        (the caller prints ``heldout_line`` — and ``members.members_line(heldout["victims"])`` when there
-        are members — where a person reads it).
+        ``{"heldout": ..., "sanity": [...], "atlas": ..., "placement": ... or None, "report": <report.md>}``
+        as merged into ``metrics.json`` (the caller prints ``heldout_line`` — and
+        ``members.members_line(heldout["victims"])`` when there are members, ``placement.placement_line``
+        when there is a table — where a person reads it).
     """
     settings = settings or HeldOutSettings()
     true_set = victim.label_set(scene.class_name)
@@ -116,6 +134,12 @@ def evaluate_attack(*, scene, victim, clean_texture, adv_texture, pipeline, grid
     if members:
         heldout["victims"] = members_table(dict(zip(member_sets, view_probs[1:])), members, member_sets,
                                            member_skipped)
+    placement = None
+    if settings.placement.enabled and sticker_mask is not None:
+        scored, head = _attacked(victim, result, members or {}, member_sets, view_probs[1:])
+        placement = placement_table(scene=scene, clean_texture=clean_texture, adv_texture=adv_texture,
+                                    sticker_mask=sticker_mask, pipeline=pipeline, params=params, scored=scored,
+                                    settings=settings.placement, headline_victim=head)
     probe = pipeline(scene, clean_texture, params[torch.arange(min(8, len(grid)))]).images
     sanity = sanity_flags(victim=victim, probe_images=probe, patch_visible=result.patch_visible,
                           clean_correct=result.clean_correct, zero_grad_steps=zero_grad_steps, steps_done=steps_done,
@@ -125,11 +149,35 @@ def evaluate_attack(*, scene, victim, clean_texture, adv_texture, pipeline, grid
                                   pipeline=pipeline, grid=grid, victim=victim, result=result, heldout=heldout,
                                   sanity=sanity, summary=summary, atlas=atlas, atlas_samples=samples,
                                   atlas_probs=probs, atlas_pipeline=atlas_pipeline, worst=settings.worst_views,
-                                  tracker=tracker)
+                                  tracker=tracker, placement=placement)
     if tracker is not None and members:
         log_members(tracker, heldout["victims"])
+    if tracker is not None and placement is not None:
+        log_placement(tracker, placement)
     return {"heldout": heldout, "sanity": sanity, "atlas": atlas.to_dict() if atlas is not None else None,
-            "report": str(paths["report"])}
+            "placement": placement, "report": str(paths["report"])}
+
+
+def _attacked(victim, result: HeldOutResult, members: dict[str, Member], member_sets: dict, member_probs: list
+              ) -> tuple[dict[str, Scored], str]:
+    """The victims the placement table scores — the attacked members, and the run's victim when it is
+    none of them (an ensemble) — and the name of the run's victim, whose cell is the headline."""
+    scored, head = {}, None
+    for (name, sets), probs in zip(member_sets.items(), member_probs):
+        if members[name].role != ATTACKED:
+            continue
+        clean, attacked = probs.clean.argmax(1), probs.attacked.argmax(1)
+        hit = (in_label_set(attacked, sets.target_set) if sets.target_set is not None
+               else ~in_label_set(attacked, sets.true_set))
+        scored[name] = Scored(members[name].victim, sets.true_set, sets.target_set,
+                              in_label_set(clean, sets.true_set), hit)
+        if members[name].victim is victim:
+            head = name
+    if head is None:
+        head = "ensemble" if getattr(victim, "members", None) is not None else "victim"
+        scored = {head: Scored(victim, result.true_set, result.target_set, result.clean_correct, result.success),
+                  **scored}
+    return scored, head
 
 
 def heldout_line(heldout: dict) -> str:
@@ -155,6 +203,7 @@ class HeldOutRun:
     settings: HeldOutSettings = field(default_factory=HeldOutSettings)
     atlas_pipeline: object | None = None
     members: dict[str, Member] = field(default_factory=dict)
+    patch: object | None = None           # the attacked patch; its stickers' mask is read when it is evaluated
 
     def evaluate(self, *, scene, victim, adv_texture, summary: dict, run_dir, tracker=None, zero_grad_steps=None,
                  steps_done=None, batch_size: int = 64, clean_texture=None) -> dict:
@@ -163,4 +212,9 @@ class HeldOutRun:
                                target=summary.get("target_label"), summary=summary, run_dir=run_dir,
                                settings=self.settings, atlas_pipeline=self.atlas_pipeline, tracker=tracker,
                                zero_grad_steps=zero_grad_steps, steps_done=steps_done, batch_size=batch_size,
-                               members=self.members)
+                               members=self.members, sticker_mask=sticker_mask_of(self.patch))
+
+
+def sticker_mask_of(patch) -> torch.Tensor | None:
+    """A patch's sticker mask (1×Ht×Wt) when it is cut into stickers, else None (no placement table)."""
+    return patch.mask if patch is not None and patch.cut_as_stickers else None

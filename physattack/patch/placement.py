@@ -112,6 +112,11 @@ class PlacementError:
                 f"colour_gain={self.colour_gain:g}, colour_offset={self.colour_offset:g}, "
                 f"distribution={self.distribution!r})")
 
+    @property
+    def none(self) -> bool:
+        """Whether every bound is 0, so that every draw places the stickers exactly as designed."""
+        return not (self.shift_mm or self.rotation_deg or self.scale or self.colour_gain or self.colour_offset)
+
     def as_dict(self) -> dict:
         return {"shift_mm": self.shift_mm, "rotation_deg": self.rotation_deg, "scale": self.scale,
                 "colour_gain": self.colour_gain, "colour_offset": self.colour_offset,

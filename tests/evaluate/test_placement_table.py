@@ -1,0 +1,103 @@
+"""The placement-error table of the held-out protocol (physattack/evaluate/placement.py, protocol.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from physattack.eot import BackgroundBank, EvalGrid, ViewPipeline
+from physattack.errors import InputError
+from physattack.evaluate.placement import PlacementSettings, Scored, placement_line, placement_table
+from physattack.evaluate.protocol import HeldOutSettings, evaluate_attack
+from physattack.render import Renderer
+
+
+class Counting:
+    """A pipeline that counts the views it renders."""
+
+    def __init__(self, pipeline):
+        self.pipeline, self.views = pipeline, 0
+
+    def __call__(self, scene, texture, params, **kw):
+        self.views += len(params)
+        return self.pipeline(scene, texture, params, **kw)
+
+
+@pytest.fixture(scope="module")
+def setup(stop_scene):
+    mask = torch.zeros(1, 512, 512)
+    mask[:, 180:250, 60:250] = 1                                   # two green stickers across STOP
+    mask[:, 260:330, 262:450] = 1
+    mask *= stop_scene.face_mask
+    adv = stop_scene.texture * (1 - mask) + torch.tensor([0.1, 0.6, 0.2])[:, None, None] * mask
+    grid = EvalGrid(azimuth_deg=[-30.0, 0.0, 30.0], distance_m=[5.0, 12.0], lighting=["noon"], background_count=6)
+    pipe = ViewPipeline(Renderer(), BackgroundBank(6, seed=1000), (64, 64))
+    return {"mask": mask, "adv": adv, "grid": grid, "pipe": pipe}
+
+
+def test_settings_are_checked_with_one_sentence_naming_the_key():
+    with pytest.raises(InputError, match=r"^evaluation.settings.placement.shift_mm must be"):
+        PlacementSettings(shift_mm=[0, -2])
+    with pytest.raises(InputError, match=r"^evaluation.settings.placement.headline must be .*got \[5, 4\]\.$"):
+        PlacementSettings(headline=[5, 4])
+    with pytest.raises(InputError, match=r"^evaluation.settings.placement.views must be an integer"):
+        PlacementSettings(views=-1)
+    with pytest.raises(InputError, match=r"^evaluation.settings.placement.scale must be"):
+        PlacementSettings(scale=2)
+    with pytest.raises(InputError, match=r"^evaluation.settings.placement.viwes is not a setting"):
+        HeldOutSettings(placement={"viwes": 3})
+    assert HeldOutSettings(placement={"views": 0, "draws": 2}).placement.draws == 2
+    assert HeldOutSettings(placement=None).placement.enabled is False
+
+
+def test_a_cell_without_error_is_the_protocol_and_costs_no_render(stop_scene, signnet, setup):
+    params = setup["grid"].params()
+    with torch.no_grad():
+        images = setup["pipe"](stop_scene, setup["adv"], params).images
+        clean = setup["pipe"](stop_scene, stop_scene.texture, params).images
+        adv_pred, clean_pred = signnet(images).argmax(1), signnet(clean).argmax(1)
+    yield_set, stop_set = tuple(signnet.label_set("yield")), tuple(signnet.label_set("stop"))
+    scored = {"signnet": Scored(signnet, stop_set, yield_set, torch.isin(clean_pred, torch.tensor(stop_set)),
+                                torch.isin(adv_pred, torch.tensor(yield_set)))}
+    counting = Counting(setup["pipe"])
+    settings = PlacementSettings(shift_mm=[0.0, 10.0], rotation_deg=[0.0, 6.0], views=0, headline=[10, 6])
+    table = placement_table(scene=stop_scene, clean_texture=stop_scene.texture, adv_texture=setup["adv"],
+                            sticker_mask=setup["mask"], pipeline=counting, params=params, scored=scored,
+                            settings=settings)
+    n = int(scored["signnet"].clean_correct.sum())
+    assert counting.views == 3 * table["views_scored"] and table["views"] == table["of"] == len(params)
+    cells = {(c["shift_mm"], c["rotation_deg"]): c for c in table["victims"]["signnet"]["cells"]}
+    assert set(cells) == {(0.0, 0.0), (0.0, 6.0), (10.0, 0.0), (10.0, 6.0)} and table["stickers"] == 2
+    assert cells[(0.0, 0.0)]["attack_success_rate"] == table["victims"]["signnet"]["reference"]
+    assert cells[(0.0, 0.0)]["attack_success_rate"]["n"] == n and cells[(0.0, 0.0)]["drop_points"] == 0
+    assert table["headline"]["shift_mm"] == 10 and table["headline"]["placed"] == cells[(10.0, 6.0)]["attack_success_rate"]
+    assert "10 mm / ±6°" in placement_line(table)
+    # the same cell with a 1e-3 mm shift renders, and reads what the design reads
+    near = placement_table(scene=stop_scene, clean_texture=stop_scene.texture, adv_texture=setup["adv"],
+                           sticker_mask=setup["mask"], pipeline=setup["pipe"], params=params, scored=scored,
+                           settings=PlacementSettings(shift_mm=[0.001], rotation_deg=[0.0], views=0, headline=[0.001, 0]))
+    assert near["victims"]["signnet"]["cells"][0]["attack_success_rate"]["count"] == \
+        table["victims"]["signnet"]["reference"]["count"]
+
+
+def test_the_table_lands_in_metrics_report_and_a_heatmap(tmp_path, stop_scene, signnet, setup):
+    settings = HeldOutSettings(atlas=False, placement=PlacementSettings(shift_mm=[0, 5], rotation_deg=[0, 6], views=4))
+    out = evaluate_attack(scene=stop_scene, victim=signnet, clean_texture=stop_scene.texture, adv_texture=setup["adv"],
+                          pipeline=setup["pipe"], grid=setup["grid"], target="yield",
+                          summary={"scene": "stop_sign", "attack": "t"}, run_dir=tmp_path, settings=settings,
+                          quiet=True, sticker_mask=setup["mask"])
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert m["placement"] == json.loads(json.dumps(out["placement"]))
+    assert m["placement"]["views"] == 4 and m["placement"]["of"] == 6 and m["placement"]["headline"]["victim"] == "victim"
+    assert len(m["placement"]["victims"]["victim"]["cells"]) == 4
+    report = (tmp_path / "report.md").read_text()
+    assert "## Placement error" in report and "| 5 mm |" in report and "±6°" in report
+    assert (tmp_path / "placement.png").is_file()
+    # off: no table, no picture
+    off = evaluate_attack(scene=stop_scene, victim=signnet, clean_texture=stop_scene.texture, adv_texture=setup["adv"],
+                          pipeline=setup["pipe"], grid=setup["grid"], target="yield", summary={}, run_dir=tmp_path / "off",
+                          settings=HeldOutSettings(atlas=False, placement={"enabled": False}), quiet=True,
+                          sticker_mask=setup["mask"])
+    assert off["placement"] is None and not (tmp_path / "off" / "placement.png").exists()
