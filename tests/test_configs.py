@@ -27,7 +27,9 @@ def hydra_ctx():
 def test_group_option_composes_and_instantiates(hydra_ctx, stop_scene, group, option, tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))      # empty caches, whatever this machine has
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
-    overrides = ["+scene=stop_sign"] + ([f"{group}={option}"] if group != "scene" else [f"scene={option}"])
+    # scene and drive are not in config.yaml's defaults (the attack run reads conf/drive/quick.yaml itself)
+    overrides = ["+scene=stop_sign"] + ([f"{group}={option}"] if group not in ("scene", "drive") else
+                                        [f"scene={option}"] if group == "scene" else [f"+drive={option}"])
     cfg = compose(config_name="config", overrides=overrides)
     node = cfg[group]
     if group == "patch":

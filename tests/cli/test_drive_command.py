@@ -1,0 +1,74 @@
+"""``python -m physattack.drive run_dir=<run>``: the report, timeline and video beside a finished run's
+files (which stay as they were), and one sentence for each bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import cv2
+import pytest
+from commands import call, one_sentence, tree_digest
+
+from physattack.cli.drive import main as drive_main
+
+# a small drive on a small dashcam: few frames, few tiles
+TINY_DRIVE = ["drive=quick", "drive.dashcam.width_px=640", "drive.dashcam.height_px=360",
+              "drive.drives.speeds_kmh=[70]", "drive.drives.lighting=[noon]", "drive.drives.fps=4",
+              "drive.drives.start_m=60",
+              "drive.settings.video_scale=0.5", "progress=false"]
+
+
+@pytest.mark.slow
+def test_drive_writes_the_report_timeline_and_video_beside_the_run(finished_run, in_tmp):
+    before = tree_digest(finished_run)
+    assert call(drive_main, [f"run_dir={finished_run}", *TINY_DRIVE]) == 0
+    out = finished_run / "drive"
+    for name in ("drive.json", "drive.md", "timeline_0.png", "drive_0.mp4"):
+        assert (out / name).is_file(), f"{name} missing"
+    report = json.loads((out / "drive.json").read_text())
+    assert report["stack"] == "two-stage" and report["victims"] == {"detector": "detnet", "classifier": "signnet"}
+    assert report["drives"] == 1 and report["stop_rate_clean"]["n"] == 1 and "stop_rate_attacked" in report
+    drive = report["per_drive"][0]
+    assert drive["speed_kmh"] == 70 and drive["braking_m"] == pytest.approx(51.0, abs=0.1)
+    assert drive["judged_frames"] == drive["frames"] == len(drive["timeline"]["attacked"]["distance_m"])
+    video = cv2.VideoCapture(str(out / "drive_0.mp4"))
+    assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) == drive["frames"]
+    ok, frame = video.read()
+    assert ok and frame.shape == (2 * 180, 320, 3)                  # clean above attacked, at half the sensor
+    text = (out / "drive.md").read_text()
+    assert "two-stage (detnet -> signnet)" in text and "70 km/h (braking 51.0 m)" in text
+    after = tree_digest(finished_run)
+    assert {k: v for k, v in after.items() if not k.startswith("drive/")} == before, "the run's own files changed"
+    shutil.rmtree(out)
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["drive.drives.speeds_kmh=[50,0]"], ["drive.drives.speeds_kmh", "> 0"]),
+    (["drive.drives.fps=0"], ["drive.drives.fps", "> 0"]),
+    (["drive.settings.k=4", "drive.settings.n=3"], ["drive.settings.k", "<= drive.settings.n"]),
+    (["drive.drives.start_m=25"], ["braking distance", "drive.drives.start_m=25"]),
+])
+def test_bad_drive_settings_are_one_sentence_and_leave_nothing(overrides, words, finished_run, in_tmp, capsys):
+    before = tree_digest(finished_run)
+    assert call(drive_main, [f"run_dir={finished_run}", "drive=quick", *overrides]) == 2
+    msg = one_sentence(capsys)
+    for w in words:
+        assert w in msg, msg
+    assert tree_digest(finished_run) == before and not (finished_run / "drive").exists()
+
+
+def test_a_run_folder_without_a_patch_is_one_sentence(tmp_path, in_tmp, capsys):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.yaml").write_text("seed: 0\n")
+    assert call(drive_main, [f"run_dir={tmp_path / 'run'}"]) == 2
+    msg = one_sentence(capsys)
+    assert "patch.pt" in msg and "run_dir=" in msg
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.yaml"]
+
+
+def test_help_names_the_command_and_its_sets(capsys):
+    assert call(drive_main, ["--help"]) == 0
+    out = capsys.readouterr().out
+    for w in ("python -m physattack.drive", "run_dir=", "default*, quick", "braking distance"):
+        assert w in out, out

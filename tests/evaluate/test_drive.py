@@ -1,0 +1,164 @@
+"""Judging drives (physattack/evaluate/drive.py): k-of-n voting, the braking point, the tiles, and
+planted victims: one that always reads the sign wrong makes every drive run it, one that always reads
+it right makes every drive stop."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from physattack.eot import BackgroundBank
+from physattack.eot.drive import Dashcam, DriveRenderer, DriveSet
+from physattack.errors import InputError
+from physattack.evaluate.drive import (DetectorStack, DriveSettings, StackSettings, TiledDetector, TwoStageStack,
+                                       check_braking, drive_metrics, evaluate_drives, first_recognition)
+from physattack.render import Renderer
+from physattack.victims.base import Classifier
+from physattack.victims.detection import Detections, Detector, DetectorOutput
+
+GREY = 0.5
+CAM = Dashcam(width_px=480, height_px=270, hfov_deg=90.0)          # focal 240 px
+LABELS = ("stop", "yield")
+
+
+def test_k_of_n_recognises_at_the_first_full_window():
+    t, f = True, False
+    seq = torch.tensor([f, t, t, f, t, t, t])
+    assert first_recognition(seq, 3, 5) == 4          # frames 1, 2, 4
+    assert first_recognition(seq, 3, 3) == 6          # frames 4, 5, 6
+    assert first_recognition(seq, 2, 2) == 2
+    assert first_recognition(seq, 1, 1) == 1
+    assert first_recognition(seq, 4, 5) == 5          # frames 1, 2, 4, 5
+    assert first_recognition(torch.tensor([t, f, t, f, t, f]), 3, 4) is None
+    assert first_recognition(torch.tensor([t, t]), 3, 5) is None
+    assert first_recognition(torch.zeros(0, dtype=torch.bool), 1, 1) is None
+
+
+def test_braking_point_and_bad_settings():
+    s = DriveSettings(reaction_s=1.0, decel_mps2=6.0)
+    assert s.braking_m(50.0) == pytest.approx(29.97, abs=0.01)
+    with pytest.raises(InputError, match="drive.settings.k must be <= drive.settings.n"):
+        DriveSettings(k=6, n=5)
+    with pytest.raises(InputError, match="drive.settings.decel_mps2 must be > 0"):
+        DriveSettings(decel_mps2=0.0)
+    with pytest.raises(InputError, match=r"At 70 km/h the braking distance is 51.0 m .* beyond the first frame at "
+                                         r"drive.drives.start_m=40"):
+        check_braking(DriveSet(speeds_kmh=[30.0, 70.0], start_m=40.0).drives(), s)
+    with pytest.raises(InputError, match="drive.stack.scales"):
+        StackSettings(scales=[{"scale": 2.0}])
+
+
+class PlantedDetector(Detector):
+    """Finds red (a stop sign's face; not the grey road, post or background) and calls it ``label``, more
+    sure the more of it it sees (a sign cut by a tile's edge scores lower than the whole one)."""
+
+    labels = LABELS
+    input_size = 64
+    score_threshold = 0.5
+
+    def __init__(self, label: int):
+        super().__init__()
+        self.label = label
+        self.calls = 0
+
+    def detect(self, images):
+        self.calls += images.shape[0]
+        out = []
+        for img in images:
+            on = img[0] > img[1:].amax(0) + 0.15
+            if on.any():
+                ys, xs = torch.nonzero(on, as_tuple=True)
+                box = torch.tensor([[xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]], dtype=torch.float32)
+                score = torch.tensor([int(on.sum()) / (int(on.sum()) + 5.0)])
+                out.append(Detections(box, score, torch.tensor([self.label])))
+            else:
+                out.append(Detections(torch.zeros(0, 4), torch.zeros(0), torch.zeros(0, dtype=torch.long)))
+        n = images.shape[0]
+        return DetectorOutput(torch.zeros(n, 1, 4), torch.zeros(n, 1, 2), torch.ones(n, 1, dtype=torch.bool), out, 0.5)
+
+
+class PlantedClassifier(Classifier):
+    """Always says ``label``."""
+
+    labels = LABELS
+
+    def __init__(self, label: int):
+        super().__init__()
+        self.label = label
+        self.seen = nn.Parameter(torch.zeros(1), requires_grad=False)
+
+    def logits(self, images):
+        out = torch.zeros(images.shape[0], 2)
+        out[:, self.label] = 5.0
+        return out
+
+
+@pytest.fixture(scope="module")
+def grey_drives():
+    bank = BackgroundBank(1, seed=0)
+    bank.images = torch.full((1, 3, 8, 8), GREY)
+    drives = DriveSet(speeds_kmh=[30.0, 50.0], lighting=["noon", "overcast"], lane_offsets_m=[3.0], start_m=40.0,
+                      fps=4.0, blur_sigma_px=0.0, noise_std=0.0, background_count=1).drives()
+    return drives, DriveRenderer(Renderer(), bank, CAM)
+
+
+STACK = StackSettings(scales=[{"scale": 1.0, "distance_m": [3.0, 60.0]}], lateral_m=(1.5, 6.0), height_m=(1.5, 3.0))
+SETTINGS = DriveSettings(k=2, n=3, timelines=1, videos=0)
+
+
+def judge(stack, drives, renderer, scene, adv_texture=None):
+    textures = {"clean": scene.texture, **({"attacked": adv_texture} if adv_texture is not None else {})}
+    return evaluate_drives(scene=scene, textures=textures, drives=drives, renderer=renderer, stack=stack,
+                           settings=SETTINGS)
+
+
+@pytest.mark.parametrize("label, stops", [(0, True), (1, False)])
+def test_a_planted_classifier_decides_every_drive(label, stops, grey_drives, stop_scene):
+    drives, renderer = grey_drives
+    tiled = TiledDetector(PlantedDetector(0), CAM, (0.75, 0.75), STACK)
+    stack = TwoStageStack(tiled, PlantedClassifier(label), (0,), 0.3, 0.62, 32, {})
+    outcomes = judge(stack, drives, renderer, stop_scene)
+    assert len(outcomes) == 4
+    assert all(o.stops("clean") is stops for o in outcomes)
+    whole = outcomes[0]                                # the drawn drive is judged to its last frame
+    assert whole.judged == len(whole.frames)
+    assert all(o.judged < len(o.frames) for o in outcomes[1:])        # the others stop past their braking point
+    assert (whole.readings["clean"].label >= 0).float().mean() > 0.8, "the planted detector should find the sign"
+    m = drive_metrics(outcomes)
+    assert m["stop_rate_clean"]["rate"] == (1.0 if stops else 0.0) and m["stop_rate_clean"]["n"] == 4
+    assert set(m["by_speed"]) == {"30", "50"} and m["by_lighting"]["noon"]["drives"] == 2
+
+
+def test_a_planted_detector_alone_decides_and_attack_success_counts_clean_stops(grey_drives, stop_scene):
+    drives, renderer = grey_drives
+    right = DetectorStack(TiledDetector(PlantedDetector(0), CAM, (0.75, 0.75), STACK), 0, 0.3, {})
+    wrong = DetectorStack(TiledDetector(PlantedDetector(1), CAM, (0.75, 0.75), STACK), 0, 0.3, {})
+    assert all(o.stops("clean") for o in judge(right, drives[:2], renderer, stop_scene))
+    runs = judge(wrong, drives[:2], renderer, stop_scene)
+    assert not any(o.stops("clean") for o in runs)
+    # a texture the planted detector cannot see (no red): the attacked sign is never found, every drive runs it
+    hidden = torch.full_like(stop_scene.texture, GREY)
+    outcomes = judge(right, drives[:2], renderer, stop_scene, adv_texture=hidden)
+    m = drive_metrics(outcomes)
+    assert m["stop_rate_clean"]["rate"] == 1.0 and m["run_rate_attacked"]["rate"] == 1.0
+    assert m["attack_success_rate"]["count"] == m["attack_success_rate"]["n"] == 2
+
+
+def test_tiles_cover_the_search_regions_at_the_detectors_input_size():
+    det = PlantedDetector(0)
+    tiled = TiledDetector(det, Dashcam(), (0.75, 0.75), StackSettings())
+    x0, y0, x1, y1 = tiled.region
+    assert 960 <= x0 < 1000 and x1 == 1920 and y1 <= 600          # right of the vanishing point, upper frame
+    for scale, region in zip(tiled.scales, tiled.regions):
+        tiles = [t for t in tiled.tiles if tiled.scales[t.scale_index] is scale]
+        w, h = round((region[2] - region[0]) * scale.scale), round((region[3] - region[1]) * scale.scale)
+        covered = torch.zeros(h, w, dtype=torch.bool)
+        for t in tiles:
+            covered[t.y:t.y + 64, t.x:t.x + 64] = True
+        assert covered.all() and all(t.x + 64 <= w and t.y + 64 <= h for t in tiles)
+    # a sign 80 m away (9 px) is found in the 2x tiles, in full-frame pixels
+    images = torch.full((1, 3, y1 - y0, x1 - x0), GREY)
+    images[:, 0, 528 - y0:537 - y0, 1000 - x0:1009 - x0] = 1.0
+    found = tiled(images, tiled.region)[0]
+    assert len(found) >= 1 and torch.allclose(found.boxes[0], torch.tensor([1000.0, 528.0, 1009.0, 537.0]), atol=0.6)
