@@ -139,7 +139,7 @@ def attack_and_report(parts: build.AttackParts, run: RunConfig, run_dir: Path, t
             scene=scene, victim=victim, patch=patch, attack=attack, result=result, adv_texture=adv_texture,
             eval_texture=printed, eval_pipeline=parts.eval_pipeline, grid=parts.grid, tracker=tracker,
             run_dir=run_dir, run=run, true_index=true_index, target_index=target_index, started=t0,
-            attack_seconds=attack_seconds)
+            attack_seconds=attack_seconds, detectors=parts.detectors)
         export({"attack": metrics["attack"]})
         if drive is not None and not result.interrupted:
             metrics["drive"] = report_drive(drive, parts, run, run_dir, tracker, printed, metrics)
@@ -256,7 +256,10 @@ def task(cfg: DictConfig, run_dir: Path) -> float | None:
     from physattack.evaluate.drive import drive_headline
 
     metrics = run_attack(cfg, run_dir)
-    if "heldout" in metrics:
+    if "detectors" in metrics.get("heldout", {}):       # a detector attack's table (evaluate/detectors.py)
+        from physattack.evaluate.detectors import detectors_line
+        print(detectors_line(metrics["heldout"]["detectors"]) + f"\nheld-out report: {metrics['report']}")
+    elif "heldout" in metrics:
         print(protocol_lines(metrics))
     if "drive" in metrics:
         print(drive_headline(metrics["drive"]))

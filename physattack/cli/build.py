@@ -161,6 +161,28 @@ def protocol_victims(cfg: DictConfig, attacked: dict[str, object], device) -> di
     return tag_members(attacked=attacked, held_out=held_out, families=dict(families))
 
 
+def protocol_detectors(cfg: DictConfig, attacked: dict[str, object], device) -> dict:
+    """The detectors a detector attack is scored on afterwards (``physattack.evaluate.detectors``):
+    ``attacked`` (name -> the detector the attack used, each member of an ensemble) and every detector
+    of ``evaluation.detectors`` the attack did not use, built here (before the attack, never called by
+    it) and tagged held out; matched to an attacked one by name or equal weights, as ``protocol_victims``."""
+    from physattack.evaluate.members import tag_members
+
+    pool = (cfg.get("evaluation") or {}).get("detectors") or {}
+    attacked, held_out = dict(attacked), {}
+    for name, node in pool.items():
+        name = str(name)
+        if name in attacked:
+            continue
+        built = victim(node, device)
+        twin = next((a for a, v in attacked.items() if same_model(built, v)), None)
+        if twin is None:
+            held_out[name] = built
+        elif len(attacked) == 1 and twin not in pool:           # the attacked model under its pool name
+            attacked = {name: attacked[twin]}
+    return tag_members(attacked=attacked, held_out=held_out)
+
+
 @dataclass
 class AttackParts:
     """Everything one attack run is made of."""
@@ -178,6 +200,7 @@ class AttackParts:
     export: object
     heldout: object | None    # physattack.evaluate.protocol.HeldOutRun, classifiers only
     victim_names: list[str]   # what the attacked victim(s) are called in reports
+    detectors: dict | None = None     # detector attacks: {name: Member}, attacked and held out (protocol_detectors)
 
 
 def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
@@ -215,8 +238,13 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
         heldout = HeldOutRun(eval_pipeline, protocol_grid(cfg, len(eval_bank)),
                              make(cfg.evaluation.settings, _convert_="all"), ViewPipeline(renderer, eval_bank, size),
                              members=members, patch=patch)
+    detectors = None
+    if cfg.get("evaluation") is not None and cfg.evaluation.enabled and is_detector(built_victim):
+        detectors = protocol_detectors(cfg, dict(zip(names, getattr(built_victim, "members", [built_victim]))),
+                                       device)
+        names = [n for n, m in detectors.items() if m.role == "attacked"]
     return AttackParts(built_scene, built_victim, attack, patch, pipeline, sampler, eval_pipeline, grid, palette,
-                       colour_model, export_options(cfg), heldout, names)
+                       colour_model, export_options(cfg), heldout, names, detectors)
 
 
 # -- finished runs -----------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
-"""``python -m physattack.train signnet|detnet|zoo [key=value ...]``: train a bundled victim on the
-project's own renders and write its weights (.safetensors) and metadata (.json, with the command).
+"""``python -m physattack.train signnet|detnet|detector|zoo [key=value ...]``: train a bundled victim on
+the project's own renders and write its weights (.safetensors) and metadata (.json, with the command).
 
 Wiring only: the options are the training dataclass's fields (``physattack.train.classifier.
-SignNetTraining``, ``physattack.train.detector.DetNetTraining``, ``physattack.train.zoo.ZooTraining``)
-plus where to write; the work is ``train_signnet`` / ``train_detnet`` / ``train_member``. An existing
+SignNetTraining``, ``physattack.train.detector.DetNetTraining`` and ``DetectorTraining``,
+``physattack.train.zoo.ZooTraining``) plus where to write; the work is ``train_signnet`` /
+``train_detnet`` / ``train_detector`` / ``train_member``. An existing
 weights file is refused unless ``overwrite=true`` (checked before anything is rendered).
 """
 
@@ -24,7 +25,7 @@ from physattack.cli.door import did_you_mean, entry, parse_options, path_of, pla
 from physattack.cli.rundir import ensure_writable
 from physattack.errors import InputError, check_range
 from physattack.train.classifier import SignNetTraining, train_signnet
-from physattack.train.detector import DetNetTraining, train_detnet
+from physattack.train.detector import DetectorTraining, DetNetTraining, save_detector, train_detector, train_detnet
 from physattack.train.weights import check_target, save_weights
 from physattack.train.zoo import ZooTraining, save_member, save_victim_config, train_member
 from physattack.victims.detnet import default_detnet_weights
@@ -55,6 +56,31 @@ class DetNetCommand(DetNetTraining):
     out: str | None = None
     overwrite: bool = False
     threads: int = 2
+
+
+@dataclass
+class DetectorCommand(DetectorTraining):
+    """Args:
+        name: the detector's name (letters, digits, _ and -); default det_<arch>.
+        out: weights file (.safetensors; its .json goes beside it); default assets/<name>.safetensors.
+        overwrite: replace an existing weights file.
+        threads: torch CPU threads.
+    """
+
+    name: str | None = None
+    out: str | None = None
+    overwrite: bool = False
+    threads: int = 2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_range("threads", self.threads, 1, integer=True)
+        if self.name is None:
+            self.name = f"det_{self.arch}"
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", self.name):
+            raise InputError(f"name={self.name!r} may hold only letters, digits, _ and - (it names the files).")
+        if self.out is None:
+            self.out = str(default_detnet_weights().parent / f"{self.name}.safetensors")
 
 
 @dataclass
@@ -98,6 +124,10 @@ MODELS = {
                      "2 CPU cores)", SignNetCommand, default_weights, "signnet per_class=1200 epochs=10"),
     "detnet": Model("the bundled DetNet traffic-sign detector, on rendered context frames (about 30 min on "
                     "2 CPU cores)", DetNetCommand, default_detnet_weights, "detnet"),
+    "detector": Model("a small torchvision detector of another architecture (FCOS or RetinaNet on a timm trunk, "
+                      "or SSDlite), from random init on DetNet's context frames (about 30 min on 2 CPU cores)",
+                      DetectorCommand, lambda: default_detnet_weights().parent / "<name>.safetensors",
+                      "detector arch=fcos name=det_fcos"),
     "zoo": Model("a victim-zoo member: any timm architecture from random init, on rendered sign crops (with "
                  "hard=true also clutter in the sign colours and small far signs)", ZooCommand,
                  lambda: default_weights().parent / "<name>.safetensors",
@@ -179,6 +209,14 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{lab} {a:.3f}" for lab, a in meta["heldout_ap50"].items())
               + f"; mAP {meta['heldout_map50']:.3f}")
         print(f"stop-sign detection rate on the attack's held-out frame grid: {meta['grid_detection_rate_stop']:.3f}")
+    elif name == "detector":
+        torch.set_num_threads(cmd.threads)
+        model, meta = train_detector(cmd)
+        print(f"{meta['model']} ({meta['parameters'] / 1e6:.2f} M parameters, {meta['weights_bytes'] / 2 ** 20:.1f} MB "
+              f"in {meta['storage']}): held-out AP@0.5 over {meta['heldout_frames']} frames ({meta['heldout_signs']} "
+              "signs): " + ", ".join(f"{lab} {a:.3f}" for lab, a in meta["heldout_ap50"].items())
+              + f"; mAP {meta['heldout_map50']:.3f}")
+        print(f"stop-sign detection rate on the attack's held-out frame grid: {meta['grid_detection_rate_stop']:.3f}")
     elif name == "zoo":
         torch.set_num_threads(cmd.threads)
         model, meta = train_member(cmd)
@@ -190,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"held-out top-1: {meta['heldout_top1']:.4f} over {meta['heldout_views']} renders; per class: "
               + ", ".join(f"{lab} {a:.3f}" for lab, a in meta["heldout_per_class"].items()))
     meta = {"command": " ".join([PROG, *map(shlex.quote, argv)]), **meta}
-    weights, meta_path = (save_member if name == "zoo" else save_weights)(out, model, meta)
+    weights, meta_path = {"zoo": save_member, "detector": save_detector}.get(name, save_weights)(out, model, meta)
     print(f"wrote {weights} and {meta_path} ({meta['train']['minutes']} min)")
     if config is not None:
         bundled = weights.resolve().parent == default_weights().resolve().parent    # ships in physattack/assets

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from torchvision.ops import box_iou
 
-from physattack.atomic import save_figure, save_json, save_rgb_png, save_torch
+from physattack.atomic import save_figure, save_json, save_rgb_png, save_text, save_torch
 from physattack.evaluate.metrics import rate
 from physattack.evaluate.plots import success_heatmap, training_curves
 from physattack.evaluate.report import save_patch_png
@@ -202,10 +202,17 @@ def detections_gallery(clean: Tensor, attacked: Tensor, clean_det: list[Detectio
 # -- a whole run's report ---------------------------------------------------------------------------
 def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture, eval_pipeline, grid, tracker,
                             run_dir: str | Path, run, true_index: int, target_index: int | None,
-                            started: float, attack_seconds: float, eval_texture: Tensor | None = None) -> dict:
+                            started: float, attack_seconds: float, eval_texture: Tensor | None = None,
+                            detectors: dict | None = None) -> dict:
     """Evaluate a finished detector attack on the held-out frames, write its outputs into ``run_dir``
     and log them; returns the metrics written to ``metrics.json``. ``eval_texture`` is what the
-    held-out frames show (the texture as printed, when a colour model prints it; default ``adv_texture``)."""
+    held-out frames show (the texture as printed, when a colour model prints it; default ``adv_texture``).
+
+    ``detectors`` (``{name: Member}``, attacked and held out; ``physattack.cli.build.protocol_detectors``)
+    are scored on the same frames after the attack (``physattack.evaluate.detectors``): the table goes
+    into ``metrics.json`` under ``heldout.detectors``, into ``report.md`` and to the tracker."""
+    from physattack.evaluate.detectors import evaluate_detectors, log_detectors
+
     run_dir = Path(run_dir)
     grid_result, clean_imgs, adv_imgs = evaluate_detection_on_grid(
         scene, scene.texture, adv_texture if eval_texture is None else eval_texture, eval_pipeline, victim, grid,
@@ -259,8 +266,16 @@ def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture
                 for i, (c, b, ct, at, aa) in enumerate(zip(grid_result.conditions, grid_result.gt_boxes,
                                                            grid_result.clean_true, grid_result.adv_true,
                                                            grid_result.adv_any))]
+    heldout = None
+    if detectors and not result.interrupted:
+        table = evaluate_detectors(scene, scene.texture, adv_texture if eval_texture is None else eval_texture,
+                                   eval_pipeline, grid, detectors, batch_size=run.eval_batch_size)
+        log_detectors(tracker, table)
+        heldout = {"detectors": table}
     summary["total_seconds"] = round(time.time() - started, 1)
-    metrics = {**summary, **m}
+    metrics = {**summary, **m, **({"heldout": heldout} if heldout else {})}
+    out["report"] = save_text(run_dir / "report.md", detection_report(metrics, heldout, out))
+    metrics["report"] = str(out["report"])
     out["metrics"] = save_json(run_dir / "metrics.json", {**metrics, "per_view": per_view})
     flat = {"eval/detection_rate_clean": m["detection_rate_clean"]["rate"],
             "eval/detection_rate_attacked": m["detection_rate_attacked"]["rate"],
@@ -279,6 +294,31 @@ def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture
                        for c, a, b in zip(grid_result.conditions, grid_result.clean_true, grid_result.adv_true)])
     tracker.log_artifact(f"patch-{scene.name}", "patch", [out["patch"], out["texture"], run_dir / "patch.pt"])
     return metrics
+
+
+def detection_report(metrics: dict, heldout: dict | None, files: dict) -> str:
+    """``report.md`` of a detector attack: its headline on the held-out frames, the rates, and the
+    detectors table (when the run scored one)."""
+    from physattack.evaluate.detectors import detectors_markdown
+
+    def cell(r: dict) -> str:
+        return f"{r['rate']:.1%} (95% CI {r['ci95'][0]:.1%}-{r['ci95'][1]:.1%}, {r['count']}/{r['n']})" if r["n"] else "n/a"
+
+    lines = [f"# {metrics['attack']} on {metrics['scene']}", "", headline(metrics), "",
+             f"Held-out frames: {metrics['views']} (the attack's frame grid; never sampled by the optimizer). "
+             + metrics["protocol"] + "."
+             + (" The victim is an ensemble: these rates are its first member's; the detectors table below scores "
+                "every member." if metrics.get("victim") == "Ensemble" else ""), "", "| rate | value |", "|---|---|"]
+    for key in ("detection_rate_clean", "detection_rate_attacked", "disappearance_rate", "vanish_rate",
+                "mislabel_rate"):
+        if key in metrics:
+            lines.append(f"| {key.replace('_', ' ')} | {cell(metrics[key])} |")
+    lines += [f"| AP@0.5 clean -> attacked | {metrics['ap50_clean']:.3f} -> {metrics['ap50_attacked']:.3f} |", ""]
+    if heldout:
+        lines.append(detectors_markdown(heldout["detectors"]))
+    shown = [k for k in ("views", "heatmap", "clean_heatmap", "texture") if k in files]
+    lines += [f"![{k}]({Path(files[k]).name})" for k in shown]
+    return "\n".join(lines) + "\n"
 
 
 def headline(metrics: dict) -> str:

@@ -95,3 +95,43 @@ def test_torch_cache_is_where_weights_are_looked_for(tmp_path, monkeypatch):
     torch.save(state, cache / url.rsplit("/", 1)[-1])     # as a frozen-BN checkpoint has no counters
     loaded = load_torchvision_detector("fasterrcnn_mobilenet_v3_large_320_fpn")
     assert loaded.input_size == 320
+
+
+# -- the project's own small detectors of these kinds (python -m physattack.train detector) ------------
+
+@pytest.mark.parametrize("arch", ["fcos", "retinanet", "ssdlite"])
+def test_sign_detectors_read_scene_labels_and_pass_gradients_to_the_patch(arch, frames, stop_scene):
+    from physattack.victims.torchvision_detection import sign_detector
+
+    patch, pipe, params = frames
+    labels = ["stop", "yield", "one_way"]
+    torch.manual_seed(0)
+    det = sign_detector({"arch": arch, "labels": labels, "input_size": 64, "fpn_channels": 32,
+                         "score_threshold": 0.3}).freeze()
+    assert det.labels == ("__background__", *labels) and det.input_size == 64 and det.score_threshold == 0.3
+    assert det.label_index("stop") == 1 and det.label_index("one_way") == 3      # the scene's own names, no COCO alias
+    with pytest.raises(VictimError, match="no label 'stop sign'"):
+        det.label_index("stop sign")
+    patch.zero_grad()
+    views = pipe(stop_scene, patch.apply(stop_scene.texture), params)            # 128-px frames, resized to 64
+    out = det(views.images)
+    assert out.candidate_scores.shape[:2] == out.candidate_boxes.shape[:2] and out.candidate_scores.shape[-1] == 4
+    centres = (out.candidate_boxes[..., :2] + out.candidate_boxes[..., 2:]).detach() / 2
+    assert float(centres[out.candidate_valid].max()) > 64                     # boxes in pixels of the 128-px frame
+    hide(out, det.label_index("stop"), views).sum().backward()
+    assert float(patch.logits.grad.abs().sum()) > 0, f"no gradient reached the patch through {arch}"
+
+
+def test_a_missing_sign_detector_is_one_sentence_saying_how_to_train_it(tmp_path):
+    from physattack.victims.torchvision_detection import bundled_sign_detector, load_sign_detector
+
+    with pytest.raises(VictimError) as err:
+        bundled_sign_detector("det_nowhere")
+    text = str(err.value)
+    assert "\n" not in text and "det_nowhere.safetensors" in text and "det_nowhere.json" in text
+    assert "python -m physattack.train detector name=det_nowhere" in text and "victim.weights" in text
+    with pytest.raises(VictimError, match="not found at .*none.safetensors"):
+        load_sign_detector(tmp_path / "none.safetensors")
+    with pytest.raises(VictimError, match="arch must be one of"):
+        from physattack.victims.torchvision_detection import sign_detector_model
+        sign_detector_model("yolo", 3)
