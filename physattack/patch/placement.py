@@ -244,14 +244,12 @@ def place_stickers(texture: Tensor, mask: Tensor, base_texture: Tensor, face_mas
         src = F.pad(texture[..., ys, xs], (*xp, *yp)) * alpha                          # premultiplied colour
         grid = _grid(inverse[:, k], shift[:, k], centre - centre.new_tensor([x0, y0]), (sy, sx)).to(texture.dtype)
         cut = face[:, :, ys, xs]                                       # a sticker is cut at the face's edge
+        edge = not bool(cut.all())
         colour = F.grid_sample(src.expand(views, 3, sy, sx), grid, align_corners=False)[..., inside[0], inside[1]]
         with torch.no_grad():                                          # the cover holds no patch parameter
-            cover = F.grid_sample(alpha.expand(views, 1, sy, sx), grid, align_corners=False)
-            cover = cover[..., inside[0], inside[1]]
-            if not bool(cut.all()):
-                cover = cover * cut
-        if not bool(cut.all()):
-            colour = colour * cut
+            cover = F.grid_sample(alpha.expand(views, 1, sy, sx), grid, align_corners=False)[..., inside[0], inside[1]]
+        if edge:
+            colour, cover = colour * cut, cover * cut
         if recoloured[k]:
             g, o = draw.gain[:, k, :, None, None], draw.offset[:, k, :, None, None]
             colour = torch.minimum((colour * g + o * cover).clamp(min=0), cover)      # printed colour in [0, 1]
