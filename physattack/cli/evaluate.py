@@ -22,7 +22,7 @@ def check_run_dir(cfg: DictConfig) -> None:
 
 def evaluate_run(cfg: DictConfig, out_dir: str | Path) -> dict:
     """Evaluate the run ``cfg.run_dir`` on the held-out protocol of ``cfg.evaluation``; write into ``out_dir``."""
-    from physattack.evaluate.protocol import evaluate_attack
+    from physattack.evaluate.protocol import evaluate_attack, sticker_mask_of
 
     run = build.finished_run(cfg.run_dir, build.device_of(cfg.device))
     merged = OmegaConf.merge(run.cfg, {"evaluation": OmegaConf.to_container(cfg.evaluation, resolve=False)})
@@ -47,7 +47,8 @@ def evaluate_run(cfg: DictConfig, out_dir: str | Path) -> dict:
                                summary=summary, run_dir=out_dir, settings=settings,
                                atlas_pipeline=run.plain_pipeline(), tracker=tracker,
                                zero_grad_steps=m.get("zero_gradient_steps"), steps_done=m.get("steps_done"),
-                               batch_size=cfg.eval_batch_size, members=members)
+                               batch_size=cfg.eval_batch_size, members=members,
+                               sticker_mask=sticker_mask_of(run.patch))
     finally:
         tracker.finish()
 
