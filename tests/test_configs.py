@@ -66,9 +66,21 @@ def test_canonical_composition(hydra_ctx):
     assert cfg.victim._target_.endswith("load_signnet") and cfg.patch._target_.endswith("sticker_for_scene")
 
 
-@pytest.mark.parametrize("name", EXPERIMENTS)
+#: Experiments that are one run's recipe rather than a sweep.
+RECIPES = {"transfer"}
+
+
+@pytest.mark.parametrize("name", [e for e in EXPERIMENTS if e not in RECIPES])
 def test_experiment_files_compose_with_their_sweeps(hydra_ctx, name):
     cfg = compose(config_name="config", overrides=["+scene=stop_sign", f"+experiment={name}"],
                   return_hydra_config=True)
     assert cfg.hydra.sweeper.params, "an experiment file should sweep something"
     assert cfg.logger.group == name
+
+
+def test_the_transfer_recipe_sets_the_ensemble_loss_and_input_diversity_and_passes_the_door():
+    from physattack.cli.attack import compose as door_compose
+
+    cfg = door_compose("+scene=stop_sign", "attack=yield", "+experiment=transfer")
+    assert cfg.victim._target_.endswith("build_ensemble") and cfg.attack.objective == "targeted_logit"
+    assert cfg.victim.diversity == 0.5 and cfg.attack.target == "yield"
