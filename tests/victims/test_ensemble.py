@@ -132,7 +132,9 @@ def test_the_config_composes_passes_the_door_and_builds_its_members():
         cfg = compose("config", overrides=["+scene=stop_sign", "attack=yield", "victim=ensemble"])
     check_constructors(cfg)
     ens = make(cfg.victim)
-    assert isinstance(ens, Ensemble) and ens.names == ("signnet", "zoo_resnet10t", "zoo_mobilenetv3")
+    assert isinstance(ens, Ensemble) and ens.names[0] == "signnet" and len(ens.names) >= 3
+    families = {cfg.evaluation.families[n] for n in ens.names}
+    assert families == {"vgg", "resnet", "mobilenet"}                  # the attack side of the zoo's split
     assert ens.weighting == "mean" and ens.diversity == 0.0
     held_out = set(cfg.evaluation.victims) - set(ens.names)      # other families, and SignNet's siblings
     assert {"zoo_tinynet_e", "zoo_convnext_atto", "signnet_seed1"} <= held_out
