@@ -274,8 +274,8 @@ def load_sign_detector(weights: str | Path, score_threshold: float | None = None
     """A detector ``python -m physattack.train detector`` trained: ``weights`` (.safetensors) with its
     JSON beside it; ``score_threshold`` None keeps the one the JSON records."""
     path = Path(weights)
-    state, meta = read_bundled_weights(path, f"The detector {path.stem}",
-                                       f"python -m physattack.train detector name={path.stem} arch=fcos|ssdlite")
+    state, meta = read_bundled_weights(path, f"Detector {path.stem}", f"python -m physattack.train detector "
+                                       f"name={path.stem} arch=<{'|'.join(SIGN_ARCHS)}>")
     model = build_from_weights(path, lambda: sign_detector(meta, score_threshold), state)
     model.meta = meta
     return model.freeze()

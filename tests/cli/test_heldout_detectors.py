@@ -122,3 +122,15 @@ def test_an_ensemble_member_without_the_label_is_one_sentence_naming_it(tiny_wei
     assert "det_yield" in text and "'stop'" in text and "remove it from victim.members" in text and "\n" not in text
     with pytest.raises(VictimError, match="at least one member"):
         Ensemble([])
+
+
+def test_a_detector_ensemble_member_without_the_target_is_refused_naming_it(tiny_weights, monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    coco = ("+victim.members.coco={_target_: physattack.victims.torchvision_detection.load_torchvision_detector, "
+            "arch: ssdlite320_mobilenet_v3_large, random_init: true}")
+    cfg = compose("+scene=stop_sign", "attack=mislabel", "victim=detector_ensemble",
+                  f"victim.members.det_fcos.weights={tiny_weights['det_fcos']}", coco, *SMALL)
+    with pytest.raises(VictimError) as err:
+        build.attack_parts(cfg, build.run_config(cfg), torch.device("cpu"))
+    text = str(err.value)
+    assert "Ensemble member 'coco' has no label 'yield'" in text and "victim.members" in text and "\n" not in text
