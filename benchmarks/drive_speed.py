@@ -8,8 +8,10 @@ held-out background, camera effects, only the region the stack reads) and judged
 stack (the bundled DetNet on its tiles -> a square crop -> SignNet), exactly as
 ``physattack.evaluate.drive.judge_drive`` does for a report (whole drive, detections kept).
 
-Prints the median wall time over repeats, its ratio to the 60 s budget, and the median per-frame
-cost of each stage: render, detect (all tiles), classify (crop + classifier).
+Prints the median wall time over repeats, its ratio to the 60 s budget, the median per-frame cost of
+each stage (render, detect on all tiles, classify: crop + classifier), and the process's CPU time
+divided by the threads: on cores shared with other work the wall time grows with the load, the CPU
+time much less, so that quotient is what two idle cores would take.
 """
 
 from __future__ import annotations
@@ -81,27 +83,31 @@ def main() -> None:
           f"{len(tiled.tiles)} detector tiles of {tiled.tile} px per frame; {args.threads} torch threads; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (other work on the cores slows every figure alike)")
 
-    walls, per_frame = [], {"render": [], "detect": [], "classify": []}
+    walls, cpus, per_frame = [], [], {"render": [], "detect": [], "classify": []}
     for r in range(args.repeats + 1):                           # the first is a warm-up
         timed_renderer = TimedRender(renderer)
         stack.tiled = detect = Timed(tiled)                     # read() calls self.tiled(images, region)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         outcome = judge_drive(0, drive, frames, timed_renderer, scene, {"clean": scene.texture}, stack, settings,
                               whole=True)
-        wall = time.perf_counter() - t
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
         if r == 0:
             print(f"warm-up: {wall:.1f} s; recognised at {outcome.recognised_at_m('clean'):.1f} m")
             continue
         n = len(frames)
         walls.append(wall)
+        cpus.append(cpu)
         per_frame["render"].append(1000 * timed_renderer.render.total / n)
         per_frame["detect"].append(1000 * detect.total / n)
         per_frame["classify"].append(1000 * (wall - timed_renderer.render.total - detect.total) / n)
-        print(f"repeat {r}: {wall:.1f} s")
+        print(f"repeat {r}: {wall:.1f} s wall, {cpu:.1f} s of CPU time")
     med = statistics.median(walls)
     print(f"median wall time {med:.1f} s for {len(frames)} frames = {1000 * med / len(frames):.0f} ms/frame; "
           f"ratio to the {BUDGET_S:g} s budget {med / BUDGET_S:.2f} ({'within' if med <= BUDGET_S else 'OVER'} budget)")
-    print(f"load average now {os.getloadavg()[0]:.1f}")
+    cpu = statistics.median(cpus)
+    print(f"load average now {os.getloadavg()[0]:.1f}; median CPU time {cpu:.1f} s = {cpu / args.threads:.1f} s on "
+          f"{args.threads} cores if they were idle and fully used (ratio {cpu / args.threads / BUDGET_S:.2f}): the "
+          "figure to read when other work shares the cores")
     print("per frame (median ms): " + ", ".join(f"{k} {statistics.median(v):.0f}" for k, v in per_frame.items())
           + " (classify: crop + classifier + the stack's bookkeeping)")
 

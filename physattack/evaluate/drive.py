@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torchvision.ops import batched_nms, box_iou, roi_align
 
-from physattack.eot.drive import Dashcam, face_corners, projected_boxes
+from physattack.eot.drive import Dashcam, braking_distance_m, face_corners, projected_boxes
 from physattack.errors import InputError, check_interval, check_range
 from physattack.evaluate.metrics import rate
 from physattack.victims.detection import Detections
@@ -102,8 +102,7 @@ class DriveSettings:
         check_range(key + "video_scale", self.video_scale, 0.05, 1.0, why="the videos' size as a share of the sensor's")
 
     def braking_m(self, speed_kmh: float) -> float:
-        v = speed_kmh / 3.6
-        return v * self.reaction_s + v * v / (2 * self.decel_mps2)
+        return braking_distance_m(speed_kmh, self.reaction_s, self.decel_mps2)
 
 
 # -- searching the frame --------------------------------------------------------------------------
@@ -686,6 +685,9 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
     for kind, paths in files.items():
         if paths:
             lines.append(f"{kind}: " + ", ".join(f"[{p}]({p})" for p in paths))
+    if any(p.endswith(".avi") for p in files.get("videos", [])):
+        lines.append("(OpenCV on this machine cannot write MP4, so the videos are Motion-JPEG AVI, which W&B does not "
+                     "play: they are only in this folder.)")
     return "\n".join(lines) + "\n"
 
 
