@@ -71,11 +71,13 @@ def run_attack(cfg: DictConfig, run_dir: str | Path) -> dict:
 
 def drive_parts(cfg: DictConfig, parts: build.AttackParts, run: RunConfig, device) -> build.DriveParts | None:
     """The drive report every attack run ends with: ``cfg.drive`` when the run names one (``+drive=default``),
-    else ``conf/drive/quick.yaml``; none for reprogramming, or when ``evaluation.enabled=false`` skips the
-    held-out evaluation."""
+    else ``conf/drive/quick.yaml``; none for reprogramming, with ``+drive=none``, or when
+    ``evaluation.enabled=false`` skips the held-out evaluation."""
     if isinstance(parts.attack, ReprogramAttack) or not (cfg.get("evaluation") is None or cfg.evaluation.enabled):
         return None
     node = cfg.drive if cfg.get("drive") is not None else build.drive_config("quick")
+    if not node.get("enabled", True):
+        return None
     grid = getattr(parts.grid, "grid", parts.grid)           # a detector's FrameGrid wraps the EvalGrid
     return build.drive_parts(node, scene=parts.scene, attacked=parts.victim, victim_names=parts.victim_names,
                              renderer=parts.eval_pipeline.renderer, backgrounds=parts.eval_pipeline.backgrounds,

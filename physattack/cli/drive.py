@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from physattack.cli import build
 from physattack.cli.door import HydraCommand
 from physattack.cli.evaluate import check_run_dir
+from physattack.errors import InputError
 
 
 def camera_stage(pipeline):
@@ -47,6 +48,9 @@ def chosen_victim(run_dir: Path) -> list[str] | None:
 
 def run_drive(cfg: DictConfig, out_dir: str | Path) -> dict:
     """Judge the run ``cfg.run_dir``'s patch on the drives of ``cfg.drive``; write into ``out_dir``."""
+    if not cfg.drive.get("enabled", True):
+        raise InputError("drive=none judges no drives (it only turns the report off at the end of an attack run): "
+                         "choose drive=default (the held-out set) or drive=quick.")
     device = build.device_of(cfg.device)
     run = build.finished_run(cfg.run_dir, device)
     names = run.metrics.get("victim_names") or chosen_victim(run.run_dir) or build.victim_names(run.cfg, run.victim)

@@ -16,7 +16,7 @@ from commands import one_sentence_error
 
 TINY = ["attack.steps=2", "attack.batch_size=2", "attack.mask_search_steps=1", "attack.checkpoint_every=1",
         "gallery_views=2", "eval_batch_size=2", "eot.grid.azimuth_deg=[-30,30]", "eot.grid.distance_m=[6]",
-        "eot.grid.lighting=[noon]", "progress=false"]
+        "eot.grid.lighting=[noon]", "progress=false", "+drive=none"]    # no drive report: the tiles would take minutes
 TORCHVISION = ["fasterrcnn_mobilenet_v3_large_320_fpn", "fasterrcnn_resnet50_fpn", "retinanet_resnet50_fpn",
                "fcos_resnet50_fpn", "ssdlite320_mobilenet_v3_large"]
 YOLO = pytest.param("yolov8n", marks=pytest.mark.skipif(importlib.util.find_spec("ultralytics") is None,
@@ -44,6 +44,7 @@ def check_run(proc, run: Path, objective: str) -> dict:
     assert all(len(v["gt_box"]) == 4 and v["gt_box"][2] > v["gt_box"][0] for v in m["per_view"])
     assert m["attack"].startswith(objective) and "detection rate" in proc.stdout
     assert 0.10 < m["patch_area_fraction"] <= 0.20
+    assert "drive" not in m and not (run / "drive").exists(), "+drive=none still judged drives"
     return m
 
 
