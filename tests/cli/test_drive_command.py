@@ -72,5 +72,5 @@ def test_a_run_folder_without_a_patch_is_one_sentence(tmp_path, in_tmp, capsys):
 def test_help_names_the_command_and_its_sets(capsys):
     assert call(drive_main, ["--help"]) == 0
     out = capsys.readouterr().out
-    for w in ("python -m physattack.drive", "run_dir=", "default*, quick", "braking distance"):
+    for w in ("python -m physattack.drive", "run_dir=", "default*, none, quick", "braking distance"):
         assert w in out, out

@@ -86,10 +86,13 @@ def test_defaults_and_the_bundled_eot_configs_pass():
     from pathlib import Path
 
     import yaml
+    from hydra.utils import instantiate
     ViewSampler(), EvalGrid(), FrameSampler(), FrameGrid()
     for path in sorted((Path(__file__).parents[2] / "conf" / "eot").glob("*.yaml")):
         cfg = yaml.safe_load(path.read_text())
-        ViewSampler(**{k: v for k, v in cfg["sampler"].items() if k != "_target_"})
+        sampler = instantiate(cfg["sampler"], _convert_="all")        # ViewSampler, or DriveSampler (eot=drive)
+        params = sampler.sample(2, torch.Generator().manual_seed(0))
+        assert len(params) == 2 and torch.isfinite(params.distance_m).all(), path.name
         EvalGrid(**{k: v for k, v in cfg["grid"].items() if k != "_target_"})
 
 
