@@ -210,7 +210,12 @@ def placement_line(table: dict) -> str:
     return (f"placement error ({head['victim']}, {table['views_scored']} protocol views, every sticker off by "
             f"exactly {head['shift_mm']:g} mm / ±{head['rotation_deg']:g}°): success {placed['rate']:.1%} "
             f"(95% CI {placed['ci95'][0]:.1%}-{placed['ci95'][1]:.1%}) against {ref['rate']:.1%} as designed "
-            f"({head['drop_points']:+.1f} points lost)")
+            f"({drop_words(head['drop_points'])})")
+
+
+def drop_words(points: float) -> str:
+    """``7.5 points lost`` / ``1.2 points gained``: a drop in words, without a sign to misread."""
+    return f"{points:.1f} points lost" if points >= 0 else f"{-points:.1f} points gained"
 
 
 def placement_markdown(table: dict) -> list[str]:

@@ -9,7 +9,7 @@ import torch
 
 from physattack.eot import BackgroundBank, EvalGrid, ViewPipeline
 from physattack.errors import InputError
-from physattack.evaluate.placement import PlacementSettings, Scored, placement_line, placement_table
+from physattack.evaluate.placement import PlacementSettings, Scored, drop_words, placement_line, placement_table
 from physattack.evaluate.protocol import HeldOutSettings, evaluate_attack
 from physattack.render import Renderer
 
@@ -74,6 +74,7 @@ def test_a_cell_without_error_is_the_protocol_and_costs_no_render(stop_scene, si
     assert cells[(0.0, 0.0)]["attack_success_rate"]["n"] == n and cells[(0.0, 0.0)]["drop_points"] == 0
     assert table["headline"]["shift_mm"] == 10 and table["headline"]["placed"] == cells[(10.0, 6.0)]["attack_success_rate"]
     assert "10 mm / ±6°" in placement_line(table)
+    assert drop_words(7.5) == "7.5 points lost" and drop_words(-1.25) == "1.2 points gained"
     # the same cell with a 1e-3 mm shift renders, and reads what the design reads
     near = placement_table(scene=stop_scene, clean_texture=stop_scene.texture, adv_texture=setup["adv"],
                            sticker_mask=setup["mask"], pipeline=setup["pipe"], params=params, scored=scored,
