@@ -39,6 +39,10 @@ def test_canonical_command_writes_every_output(tmp_path):
     assert 0.10 < m["patch_area_fraction"] <= 0.20
     assert "held-out success" in proc.stdout
     assert not list(run.glob(".*tmp*")), "a temporary file was left behind"
+    # every attack run ends with the quick drive-by report (conf/drive/quick.yaml: two drives)
+    assert m["drive"]["drives"] == 2 and m["drive"]["stack"] == "two-stage" and "stop_rate_attacked" in m["drive"]
+    assert (run / "drive" / "drive.md").is_file() and (run / "drive" / "drive_0.mp4").is_file()
+    assert "drive-by (two-stage (detnet -> signnet), 2 held-out drives)" in proc.stdout
 
 
 @pytest.mark.slow
