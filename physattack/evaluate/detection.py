@@ -324,7 +324,10 @@ def detection_report(metrics: dict, heldout: dict | None, files: dict) -> str:
 def headline(metrics: dict) -> str:
     """One line for the terminal: detection clean -> attacked, the objective's success, AP, area."""
     c, a, s = metrics["detection_rate_clean"], metrics["detection_rate_attacked"], metrics["attack_success_rate"]
-    return (f"{metrics['attack']}: held-out {metrics['true_label']} detection rate {c['rate']:.1%} clean -> "
+    names = list(metrics.get("victim_names") or [])
+    who = (f" on {names[0]} (the first of the attacked {'+'.join(names)}; every detector is on the detectors line)"
+           if len(names) > 1 else f" on {names[0]}" if names else "")
+    return (f"{metrics['attack']}{who}: held-out {metrics['true_label']} detection rate {c['rate']:.1%} clean -> "
             f"{a['rate']:.1%} attacked (of {c['n']} frames, score >= {metrics['score_threshold']:g}); success "
             f"{s['rate']:.1%} (95% CI {s['ci95'][0]:.1%}-{s['ci95'][1]:.1%}, {s['count']}/{s['n']} clean-detected "
             f"frames); AP@0.5 {metrics['ap50_clean']:.3f} -> {metrics['ap50_attacked']:.3f}; patch covers "

@@ -89,3 +89,16 @@ def test_boxes_are_drawn_with_opencv():
     gallery = detections_gallery(img[None].repeat(2, 1, 1, 1), img[None].repeat(2, 1, 1, 1), [d, d], [d, d],
                                  T([[4.0, 4, 31, 31]] * 2), ("bg", "stop", "yield"), 0.5, 1, columns=2)
     assert gallery.shape[0] == 2 * 80 + 4 and gallery.shape[1] == 2 * (80 + 4)
+
+
+def test_the_headline_names_the_detector_its_rates_belong_to():
+    from physattack.evaluate.detection import headline
+
+    rate = {"rate": 0.5, "ci95": [0.3, 0.7], "count": 1, "n": 2}
+    metrics = {"attack": "hide", "true_label": "stop", "detection_rate_clean": rate, "detection_rate_attacked": rate,
+               "attack_success_rate": rate, "score_threshold": 0.3, "ap50_clean": 1.0, "ap50_attacked": 0.5,
+               "patch_area_fraction": 0.19}
+    assert headline({**metrics, "victim_names": ["detnet"]}).startswith("hide on detnet: held-out stop")
+    line = headline({**metrics, "victim_names": ["detnet", "det_fcos"]})
+    assert line.startswith("hide on detnet (the first of the attacked detnet+det_fcos;")
+    assert headline(metrics).startswith("hide: held-out stop")
