@@ -141,8 +141,7 @@ def attack_and_report(parts: build.AttackParts, run: RunConfig, run_dir: Path, t
             scene=scene, victim=victim, patch=patch, attack=attack, result=result, adv_texture=adv_texture,
             eval_texture=printed, eval_pipeline=parts.eval_pipeline, grid=parts.grid, tracker=tracker,
             run_dir=run_dir, run=run, true_index=true_index, target_index=target_index, started=t0,
-            attack_seconds=attack_seconds, detectors=parts.detectors)
-        metrics["victim_names"] = parts.victim_names           # the headline names what its rates were fitted to
+            attack_seconds=attack_seconds, detectors=parts.detectors, victim_names=parts.victim_names)
         export({"attack": metrics["attack"]})
         if drive is not None and not result.interrupted:
             metrics["drive"] = report_drive(drive, parts, run, run_dir, tracker, printed, metrics)

@@ -36,16 +36,6 @@ def drive_report(parts: build.DriveParts, *, scene, adv_texture, eval_pipeline, 
                          summary=summary, tracker=tracker, photograph=camera_stage(eval_pipeline), progress=progress)
 
 
-def chosen_victim(run_dir: Path) -> list[str] | None:
-    """The ``victim=`` option a run was started with, as Hydra recorded it in ``<run>/.hydra/hydra.yaml``."""
-    path = Path(run_dir) / ".hydra" / "hydra.yaml"
-    try:
-        choice = OmegaConf.select(OmegaConf.load(path), "hydra.runtime.choices.victim")
-    except Exception:                      # no Hydra record (a run made from Python), or an unreadable one
-        return None
-    return [str(choice)] if choice else None
-
-
 def run_drive(cfg: DictConfig, out_dir: str | Path) -> dict:
     """Judge the run ``cfg.run_dir``'s patch on the drives of ``cfg.drive``; write into ``out_dir``."""
     if not cfg.drive.get("enabled", True):
@@ -53,7 +43,7 @@ def run_drive(cfg: DictConfig, out_dir: str | Path) -> dict:
                          "choose drive=default (the held-out set) or drive=quick.")
     device = build.device_of(cfg.device)
     run = build.finished_run(cfg.run_dir, device)
-    names = run.metrics.get("victim_names") or chosen_victim(run.run_dir) or build.victim_names(run.cfg, run.victim)
+    names = run.metrics.get("victim_names") or build.victim_names(run.cfg, run.victim)
     summary = {"scene": run.scene.name, "attack": run.metrics.get("attack") or (
         f"targeted -> {run.target}" if run.target else str(run.cfg.attack.get("objective", "untargeted"))),
         "run_dir": str(run.run_dir)}

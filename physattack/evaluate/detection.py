@@ -203,14 +203,15 @@ def detections_gallery(clean: Tensor, attacked: Tensor, clean_det: list[Detectio
 def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture, eval_pipeline, grid, tracker,
                             run_dir: str | Path, run, true_index: int, target_index: int | None,
                             started: float, attack_seconds: float, eval_texture: Tensor | None = None,
-                            detectors: dict | None = None) -> dict:
+                            detectors: dict | None = None, victim_names: list[str] | None = None) -> dict:
     """Evaluate a finished detector attack on the held-out frames, write its outputs into ``run_dir``
     and log them; returns the metrics written to ``metrics.json``. ``eval_texture`` is what the
     held-out frames show (the texture as printed, when a colour model prints it; default ``adv_texture``).
 
     ``detectors`` (``{name: Member}``, attacked and held out; ``physattack.cli.build.protocol_detectors``)
     are scored on the same frames after the attack (``physattack.evaluate.detectors``): the table goes
-    into ``metrics.json`` under ``heldout.detectors``, into ``report.md`` and to the tracker."""
+    into ``metrics.json`` under ``heldout.detectors``, into ``report.md`` and to the tracker.
+    ``victim_names`` (the attacked detectors' names) go into ``metrics.json`` and the headline."""
     from physattack.evaluate.detectors import evaluate_detectors, log_detectors
 
     run_dir = Path(run_dir)
@@ -225,7 +226,7 @@ def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture
         "scene": scene.name, "true_label": victim.labels[true_index], "true_index": true_index,
         "attack": f"{attack.objective} -> {attack.target}" if target_index is not None else attack.objective,
         "target_label": victim.labels[target_index] if target_index is not None else None,
-        "target_index": target_index, "victim": type(victim).__name__,
+        "target_index": target_index, "victim": type(victim).__name__, "victim_names": list(victim_names or []),
         "patch_type": type(patch).__name__, "patch_area_fraction": patch.area_fraction(scene.face_mask),
         "steps": attack.steps, "steps_done": result.steps_done, "best_step": result.best_step,
         "interrupted": result.interrupted, "zero_gradient_steps": result.zero_grad_steps,
