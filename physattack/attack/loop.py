@@ -341,9 +341,10 @@ class EOTAttack:
         x = views.images.detach().requires_grad_()
         grads, losses, success = [], [], {}
         for m in loop.members:
-            output = self._victim_output(m.victim, ensemble.attack_inputs(m.victim, x, loop.generator), loop.run)
-            loss = m.objective.loss(output, m.label, views).mean()
-            grad = torch.autograd.grad(loss, x, allow_unused=True)[0] if loss.requires_grad else None
+            with ensemble.eroded(m.victim, loop.generator):
+                output = self._victim_output(m.victim, ensemble.attack_inputs(m.victim, x, loop.generator), loop.run)
+                loss = m.objective.loss(output, m.label, views).mean()
+                grad = torch.autograd.grad(loss, x, allow_unused=True)[0] if loss.requires_grad else None
             grads.append(grad if grad is not None else torch.zeros_like(x))
             losses.append(float(loss.detach()))
             with torch.no_grad():

@@ -20,7 +20,8 @@ never part of an ensemble: the config lists them by name for evaluation after th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +31,8 @@ from physattack.errors import check_range
 from physattack.victims.base import VictimError
 
 WEIGHTINGS = ("mean", "hardest")
+# the activation layers whose outputs ``erosion`` drops: every bundled architecture's nonlinearities
+ERODED_LAYERS = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.GELU, nn.SiLU, nn.Hardswish)
 
 
 class Ensemble(nn.Module):
@@ -50,6 +53,11 @@ class Ensemble(nn.Module):
             Examples with Input Diversity"): every member gets its own draw, so the patch cannot lean on
             one member's exact pixel grid. 0 (the default) turns it off and draws nothing.
         diversity_scale: the smallest relative size a diversified view is shrunk to, in (0, 1].
+        erosion: model augmentation at attack time, the dropout erosion of ghost networks (Li et al.,
+            AAAI 2020, "Learning Transferable Adversarial Examples via Ghost Networks"): each member's
+            activations (every ReLU/GELU/SiLU/Hardswish layer) are dropped with this probability and the
+            rest rescaled, a fresh draw per step and member, so each step attacks a slightly different
+            network of the same weights. 0 (the default) turns it off and draws nothing.
 
     ``forward(images)``, for evaluation and the sticker mask search: for classifiers, logits whose
     softmax is the members' mean probability of each of the ensemble's labels (a member without a
@@ -61,7 +69,8 @@ class Ensemble(nn.Module):
     """
 
     def __init__(self, members: Sequence[nn.Module], names: Sequence[str] | None = None, weighting: str = "mean",
-                 temperature: float = 1.0, diversity: float = 0.0, diversity_scale: float = 0.8):
+                 temperature: float = 1.0, diversity: float = 0.0, diversity_scale: float = 0.8,
+                 erosion: float = 0.0):
         super().__init__()
         members = list(members)
         if not members:
@@ -92,10 +101,14 @@ class Ensemble(nn.Module):
                     why="the probability that a member sees an attack view shrunk and shifted", error=VictimError)
         check_range("victim.diversity_scale", diversity_scale, 0.0, 1.0, lo_open=True,
                     why="the smallest relative size of a diversified view", error=VictimError)
+        check_range("victim.erosion", erosion, 0.0, 1.0, hi_open=True,
+                    why="the probability that an activation of a member is dropped during the attack",
+                    error=VictimError)
         self.members = nn.ModuleList(members)
         self.names = tuple(names)
         self.weighting, self.temperature = weighting, float(temperature)
         self.diversity, self.diversity_scale = float(diversity), float(diversity_scale)
+        self.erosion = float(erosion)
         self.is_detector = kinds[0]
 
     # -- one victim's interface: the first member's labels, every member checked by name -------------
@@ -163,6 +176,29 @@ class Ensemble(nn.Module):
             return x
         return diverse_inputs(x, self.diversity, self.diversity_scale, generator)
 
+    @contextmanager
+    def eroded(self, member: nn.Module, generator: torch.Generator | None = None) -> Iterator[int]:
+        """Within the block, ``member``'s activations are dropped with probability ``erosion`` (ghost
+        networks' dropout erosion), the masks drawn from ``generator``; yields the number of layers
+        eroded. A no-op when ``erosion`` is 0 or there is no generator. Evaluation never calls this."""
+        if self.erosion <= 0 or generator is None:
+            yield 0
+            return
+        keep = 1.0 - self.erosion
+
+        def drop(module, inputs, output):
+            if not isinstance(output, Tensor):
+                return output
+            mask = torch.bernoulli(torch.full(output.shape, keep), generator=generator)
+            return output * (mask.to(output.device, output.dtype) / keep)
+
+        handles = [m.register_forward_hook(drop) for m in member.modules() if isinstance(m, ERODED_LAYERS)]
+        try:
+            yield len(handles)
+        finally:
+            for handle in handles:
+                handle.remove()
+
     def weights(self, losses: Sequence[float] | Tensor) -> Tensor:
         """K weights summing to 1 for the members' current (mean) losses."""
         losses = torch.as_tensor([float(v) for v in losses], dtype=torch.float64)
@@ -192,7 +228,7 @@ class Ensemble(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"names={list(self.names)}, weighting={self.weighting!r}, temperature={self.temperature:g}, "
-                f"diversity={self.diversity:g}")
+                f"diversity={self.diversity:g}, erosion={self.erosion:g}")
 
 
 def diverse_inputs(images: Tensor, p: float, min_scale: float, generator: torch.Generator) -> Tensor:
@@ -226,13 +262,13 @@ def _to_labels(probs: Tensor, member_labels: tuple[str, ...], labels: tuple[str,
 
 
 def build_ensemble(members: Mapping[str, nn.Module], weighting: str = "mean", temperature: float = 1.0,
-                   diversity: float = 0.0, diversity_scale: float = 0.8) -> Ensemble:
+                   diversity: float = 0.0, diversity_scale: float = 0.8, erosion: float = 0.0) -> Ensemble:
     """The ensemble ``conf/victim/ensemble.yaml`` describes.
 
     Args:
         members: name -> built victim (Hydra instantiates each member's own victim config first), in
             the config's order; the first member's labels are the ensemble's.
-        weighting, temperature, diversity, diversity_scale: as ``Ensemble``.
+        weighting, temperature, diversity, diversity_scale, erosion: as ``Ensemble``.
 
     The victims held out of the attack are not the ensemble's business: the held-out protocol scores
     every victim of ``evaluation.victims`` that is not a member (``physattack.cli.build.protocol_victims``).
@@ -241,8 +277,9 @@ def build_ensemble(members: Mapping[str, nn.Module], weighting: str = "mean", te
         raise VictimError("victim.members must map each member's name to its victim config (for example signnet: "
                           "{_target_: physattack.victims.load_signnet}).")
     ensemble = Ensemble(list(members.values()), names=list(members.keys()), weighting=weighting,
-                        temperature=temperature, diversity=diversity, diversity_scale=diversity_scale)
+                        temperature=temperature, diversity=diversity, diversity_scale=diversity_scale,
+                        erosion=erosion)
     return ensemble.freeze()
 
 
-__all__ = ["Ensemble", "WEIGHTINGS", "build_ensemble", "diverse_inputs"]
+__all__ = ["ERODED_LAYERS", "Ensemble", "WEIGHTINGS", "build_ensemble", "diverse_inputs"]

@@ -211,8 +211,10 @@ def test_an_interrupted_ensemble_run_resumes_to_the_bit_identical_patch(parts, s
     assert torch.equal(full.logits, resumed.logits)
 
 
-def test_input_diversity_draws_from_the_runs_generator_so_resume_stays_bit_identical(parts, signnets, tmp_path):
-    ensemble = build_ensemble({"a": signnets["signnet"], "b": signnets["signnet_seed1"]}, diversity=0.7)
+@pytest.mark.parametrize("augmentation", [{"diversity": 0.7}, {"erosion": 0.1}])
+def test_input_diversity_and_erosion_draw_from_the_runs_generator_so_resume_stays_bit_identical(
+        parts, signnets, tmp_path, augmentation):
+    ensemble = build_ensemble({"a": signnets["signnet"], "b": signnets["signnet_seed1"]}, **augmentation)
 
     def go(folder, sampler=None, resume=None):
         patch = sticker_for_scene(parts["scene"], shape="bars")

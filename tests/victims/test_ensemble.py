@@ -168,3 +168,48 @@ def test_attack_inputs_apply_diversity_only_when_asked_and_never_to_evaluation()
     g = torch.Generator().manual_seed(3)
     state = g.get_state()
     assert torch.equal(off.attack_inputs(off.members[0], x, g), x) and torch.equal(g.get_state(), state)
+
+
+class Relu(Recorder):
+    """A Recorder whose network has a ReLU layer for erosion to drop."""
+
+    def __init__(self, seed=0):
+        super().__init__(seed=seed)
+        torch.manual_seed(seed)
+        self.net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                 nn.Linear(8, len(self.labels)))
+        self.freeze()
+
+
+def test_erosion_drops_activations_from_the_generator_only_inside_the_block():
+    ens = Ensemble([Relu(), Relu(seed=1)], erosion=0.5)
+    member, x = ens.members[0], torch.rand(4, 3, 32, 32)
+    clean = member(x)
+    g = torch.Generator().manual_seed(5)
+    with ens.eroded(member, g) as layers:
+        a = member(x)
+    assert layers == 1 and not torch.allclose(a, clean)
+    with ens.eroded(member, torch.Generator().manual_seed(5)):
+        b = member(x)
+    assert torch.equal(a, b)                                        # the same draws give the same network
+    assert torch.equal(member(x), clean)                            # the hooks are gone after the block
+    with ens.eroded(member, torch.Generator().manual_seed(6)):
+        assert not torch.equal(member(x), a)
+    xg = x.clone().requires_grad_()
+    with ens.eroded(member, torch.Generator().manual_seed(5)):
+        member(xg)[:, 1].sum().backward()
+    assert xg.grad is not None and xg.grad.abs().sum() > 0          # gradients pass the dropped layers
+
+
+def test_erosion_off_or_without_a_generator_draws_nothing():
+    off = Ensemble([Relu(), Relu(seed=1)])
+    g = torch.Generator().manual_seed(3)
+    state = g.get_state()
+    with off.eroded(off.members[0], g) as layers:
+        off.members[0](torch.rand(2, 3, 32, 32))
+    assert layers == 0 and torch.equal(g.get_state(), state)
+    on = Ensemble([Relu(), Relu(seed=1)], erosion=0.3)
+    with on.eroded(on.members[0], None) as layers:
+        assert layers == 0
+    with pytest.raises(VictimError, match=r"victim.erosion must be in \[0, 1\)"):
+        Ensemble([Relu()], erosion=1.0)
