@@ -38,7 +38,8 @@ def test_group_option_composes_and_instantiates(hydra_ctx, stop_scene, group, op
     elif group == "logger":
         obj = instantiate(node, dir=str(tmp_path), run_config={"a": {"b": 1}}, _recursive_=False, _convert_="all")
         obj.finish()
-    elif group == "victim" and option not in {"signnet", "detnet", "ensemble", "detector_ensemble"} and not option.startswith("zoo_"):
+    elif group == "victim" and option not in {"signnet", "detnet", "ensemble", "ensemble_convnext",
+                                                                   "detector_ensemble"} and not option.startswith("zoo_"):
         with pytest.raises(Exception) as err:
             instantiate(node)            # no torchvision weights are cached here, and nothing downloads
         msg = str(err.value.__cause__)
@@ -67,7 +68,7 @@ def test_canonical_composition(hydra_ctx):
 
 
 #: Experiments that are one run's recipe rather than a sweep.
-RECIPES = {"transfer"}
+RECIPES = {"transfer", "hide_transfer"}
 
 
 @pytest.mark.parametrize("name", [e for e in EXPERIMENTS if e not in RECIPES])
@@ -84,3 +85,13 @@ def test_the_transfer_recipe_sets_the_ensemble_loss_and_input_diversity_and_pass
     cfg = door_compose("+scene=stop_sign", "attack=yield", "+experiment=transfer")
     assert cfg.victim._target_.endswith("build_ensemble") and cfg.attack.objective == "targeted_logit"
     assert cfg.victim.diversity == 0.5 and cfg.attack.target == "yield"
+
+
+def test_the_hide_transfer_recipe_hides_from_the_detector_ensemble_over_drives_weighted_to_the_hardest():
+    from physattack.cli.attack import compose as door_compose
+
+    cfg = door_compose("+scene=stop_sign", "attack=hide", "+experiment=hide_transfer")
+    assert list(cfg.victim.members) == ["detnet", "det_fcos"] and cfg.attack.objective == "hide"
+    assert cfg.victim.weighting == "hardest" and cfg.victim.temperature == 0.05
+    assert cfg.eot.sampler._target_.endswith("DriveSampler")
+    assert set(cfg.evaluation.detectors) - set(cfg.victim.members) == {"det_retinanet"}     # the held-out detector

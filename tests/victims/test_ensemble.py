@@ -213,3 +213,19 @@ def test_erosion_off_or_without_a_generator_draws_nothing():
         assert layers == 0
     with pytest.raises(VictimError, match=r"victim.erosion must be in \[0, 1\)"):
         Ensemble([Relu()], erosion=1.0)
+
+
+def test_the_convnext_ensemble_holds_out_three_families_no_member_shares():
+    from hydra import compose, initialize_config_module
+
+    from physattack.cli.door import check_constructors
+
+    with initialize_config_module("physattack.conf", version_base="1.3"):
+        cfg = compose("config", overrides=["+scene=stop_sign", "attack=yield", "victim=ensemble_convnext"])
+    check_constructors(cfg)
+    families = cfg.evaluation.families
+    members = list(cfg.victim.members)
+    assert members[0] == "signnet" and {families[n] for n in members} == {"vgg", "resnet", "convnext"}
+    held_out_families = {families[n] for n in cfg.evaluation.victims if n not in members} - {families[n] for n in members}
+    assert held_out_families == {"efficientnet", "mobilenet", "vit"}
+    assert cfg.victim.weighting == "hardest"
