@@ -1,10 +1,13 @@
 """Is the render shared? One ensemble EOT step against its parts, measured in one run.
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/ensemble_step.py [--device cuda] [--batch 32] [--size 96]
-        [--repeats 9]
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/ensemble_step.py [--members signnets|zoo] [--device cuda]
+        [--batch 32] [--size 96] [--repeats 9]
 
-For K = 2 and K = 3 bundled SignNets (signnet, signnet_seed1, signnet_w8_seed2), each repeat times,
-in turn on the same machine state:
+For the first K = 2 and K = 3 members, either three bundled SignNets (``--members signnets``, the
+default: signnet, signnet_seed1, signnet_w8_seed2, one architecture) or the members of
+``victim=ensemble`` as ``conf/victim/ensemble.yaml`` lists them (``--members zoo``: signnet,
+zoo_resnet10t, zoo_mobilenetv3, three families with their own input sizes and normalizations), each
+repeat times, in turn on the same machine state:
 
 - one ensemble step of the real loop (``EOTAttack._step`` with an ``Ensemble`` victim: sample,
   patch, render and camera effects once, each member's forward+backward to the images one after
@@ -42,7 +45,7 @@ from physattack.render import Renderer
 from physattack.scene import load_scene
 from physattack.victims import Ensemble, load_signnet
 
-NAMES = ("signnet", "signnet_seed1", "signnet_w8_seed2")
+SIGNNETS = ("signnet", "signnet_seed1", "signnet_w8_seed2")
 
 
 def sync(device):
@@ -62,10 +65,26 @@ def bundled(name: str, device):
     return load_signnet(Path(str(resources.files("physattack.assets"))) / f"{name}.safetensors").to(device)
 
 
-def measure(k: int, args, device) -> dict:
+def zoo_members(device) -> dict:
+    """The members of ``victim=ensemble``, built from its config as the attack builds them."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(Path(str(resources.files("physattack.conf"))) / "victim" / "ensemble.yaml")
+    return {name: instantiate(member).to(device) for name, member in cfg.members.items()}
+
+
+def member_set(args, device) -> dict:
+    if args.members == "zoo":
+        return zoo_members(device)
+    return {name: bundled(name, device) for name in SIGNNETS}
+
+
+def measure(k: int, args, device, victims: dict) -> dict:
+    names = tuple(victims)
     scene = load_scene("stop_sign").to(device)
-    members = [bundled(n, device) for n in NAMES[:k]]
-    ensemble = Ensemble(members, names=list(NAMES[:k]))
+    members = [victims[n] for n in names[:k]]
+    ensemble = Ensemble(members, names=list(names[:k]))
     patch = sticker_for_scene(scene, shape="bars").to(device)
     pipeline = ViewPipeline(Renderer(), BackgroundBank(16, seed=0), (args.size, args.size))
     sampler = ViewSampler(background_count=16)
@@ -104,18 +123,18 @@ def measure(k: int, args, device) -> dict:
 
     member_steps = [member_step(m, lab) for m, lab in zip(members, labels)]
     ensemble_step(), pipeline_step(), [f() for f in member_steps]            # warm-up
-    times = {"ensemble": [], "pipeline": [], **{n: [] for n in NAMES[:k]}}
+    times = {"ensemble": [], "pipeline": [], **{n: [] for n in names[:k]}}
     for i in range(args.repeats):           # alternate the order, so that drifting load hits both sides alike
         if i % 2 == 0:
             times["ensemble"].append(clock(ensemble_step, device))
         times["pipeline"].append(clock(pipeline_step, device))
-        for name, f in zip(NAMES, member_steps):
+        for name, f in zip(names, member_steps):
             times[name].append(clock(f, device))
         if i % 2 == 1:
             times["ensemble"].append(clock(ensemble_step, device))
     out = {key: statistics.median(v) for key, v in times.items()}
-    parts = [p + sum(times[n][i] for n in NAMES[:k]) for i, p in enumerate(times["pipeline"])]
-    out["ratio"] = out["ensemble"] / (out["pipeline"] + sum(out[n] for n in NAMES[:k]))
+    parts = [p + sum(times[n][i] for n in names[:k]) for i, p in enumerate(times["pipeline"])]
+    out["ratio"] = out["ensemble"] / (out["pipeline"] + sum(out[n] for n in names[:k]))
     out["ratio_per_repeat"] = statistics.median(e / p for e, p in zip(times["ensemble"], parts))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -132,6 +151,8 @@ def measure(k: int, args, device) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--members", choices=("signnets", "zoo"), default="signnets",
+                        help="three SignNet seeds, or victim=ensemble's members (three families)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch", type=int, default=32, help="views per step (the canonical attack's 32)")
     parser.add_argument("--size", type=int, default=96, help="view side in pixels (the canonical run's 96)")
@@ -141,11 +162,14 @@ def main() -> None:
     torch.manual_seed(0)
     print(f"ensemble step vs view pipeline + members' forward+backward; {args.batch} views of {args.size} px, "
           f"{device}, {torch.get_num_threads()} threads, medians of {args.repeats} repeats (ms)")
+    victims = member_set(args, device)
+    names = tuple(victims)
+    print(f"members: {', '.join(names)}")
     for k in (2, 3):
-        r = measure(k, args, device)
-        members = " + ".join(f"{n} {1000 * r[n]:.1f}" for n in NAMES[:k])
+        r = measure(k, args, device, victims)
+        members = " + ".join(f"{n} {1000 * r[n]:.1f}" for n in names[:k])
         print(f"K={k}: ensemble step {1000 * r['ensemble']:.1f} | pipeline {1000 * r['pipeline']:.1f} + {members} "
-              f"= {1000 * (r['pipeline'] + sum(r[n] for n in NAMES[:k])):.1f} | ratio {r['ratio']:.3f} "
+              f"= {1000 * (r['pipeline'] + sum(r[n] for n in names[:k])):.1f} | ratio {r['ratio']:.3f} "
               f"(per-repeat median {r['ratio_per_repeat']:.3f}; goal <= 1.1)")
         if "peak_step_mib" in r:
             print(f"      peak memory: ensemble step {r['peak_step_mib']:.0f} MiB, largest member alone "
