@@ -277,8 +277,9 @@ class EOTAttack:
         if patch.mask_search is not None and self.mask_search_steps > 0:
             s = loop.setup
             patch.set_mask(search_sticker_mask(
-                scene=s.scene, pipeline=s.pipeline, sampler=s.sampler, victim=s.victim, objective=loop.objective,
-                label=loop.label, area=patch.mask_search["area"], cell_px=patch.mask_search["cell_px"],
+                scene=s.scene, pipeline=s.pipeline, sampler=s.sampler,
+                adversarial=lambda views: self._adversarial(loop, views),
+                area=patch.mask_search["area"], cell_px=patch.mask_search["cell_px"],
                 steps=self.mask_search_steps, batch_size=self.batch_size, generator=loop.generator))
         return LoopState(best_state=copy.deepcopy(patch.state_dict()))
 
@@ -328,6 +329,18 @@ class EOTAttack:
         pieces = sticker_pieces(s.patch.mask)
         draw = self.placement.sample(self.batch_size, len(pieces), loop.generator)
         return place_stickers(texture, s.patch.mask, base, s.scene.face_mask, texels_per_mm(s.scene), draw, pieces)
+
+    def _adversarial(self, loop: _Loop, views) -> tuple[Tensor, Tensor | None]:
+        """The adversarial loss the steps optimize, on ``views``, for the sticker mask search: one victim's
+        mean loss with its graph (and no image gradient), or an ensemble's members weighted as in a step
+        (a number and the images' gradient). An ensemble is not searched through its ``forward``: the
+        mean of the members' probabilities is carried by the member easiest to fool, so the stickers
+        would go where that member looks, and the members the steps weigh most would get the leftovers."""
+        if loop.members is None:
+            output = self._victim_output(loop.setup.victim, views.images, loop.run)
+            return loop.objective.loss(output, loop.label, views).mean(), None
+        adv, images_grad, _ = self._ensemble_gradient(loop, views)
+        return adv, images_grad
 
     def _ensemble_gradient(self, loop: _Loop, views) -> tuple[Tensor, Tensor, dict]:
         """The members' weighted objective on the rendered views, asked one member at a time.

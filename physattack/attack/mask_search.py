@@ -7,6 +7,8 @@ square stickers rather than scattered texels.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -14,19 +16,28 @@ from torch import Tensor
 from physattack.patch.paint import PaintPatch
 
 
-def search_sticker_mask(*, scene, pipeline, sampler, victim, objective, label: int, area: float, cell_px: int,
+def search_sticker_mask(*, scene, pipeline, sampler, adversarial: Callable, area: float, cell_px: int,
                         steps: int, batch_size: int, generator: torch.Generator, lr: float = 0.05,
                         l1_weight: float = 0.2) -> Tensor:
-    """A 1×Ht×Wt mask of whole cells covering about ``area`` of the face where a free perturbation helps most."""
+    """A 1×Ht×Wt mask of whole cells covering about ``area`` of the face where a free perturbation helps most.
+
+    ``adversarial(views)`` is the attack's own adversarial loss on the rendered views, as its steps will
+    optimize it, so that the stickers go where they move the same objective: either ``(loss, None)``, a
+    scalar with its graph (one victim), or ``(loss, images_grad)``, a number and the gradient of the
+    images (an ensemble's members, weighted and asked one at a time, ``EOTAttack._ensemble_gradient``)."""
     free = PaintPatch(scene.face_mask, eps=1.0).to(scene.texture.device)
     opt = torch.optim.Adam(free.parameters(), lr=lr)
     face_texels = scene.face_mask.sum()
     for _ in range(steps):
         views = pipeline(scene, free.apply(scene.texture), sampler.sample(batch_size, generator))
         delta = free.eps * torch.tanh(free.theta) * free.mask
-        loss = objective.loss(victim(views.images), label, views).mean() + l1_weight * delta.abs().sum() / face_texels
+        adv, images_grad = adversarial(views)
+        sparsity = l1_weight * delta.abs().sum() / face_texels
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if images_grad is None:
+            (adv + sparsity).backward()
+        else:
+            torch.autograd.backward([sparsity, views.images], [torch.ones_like(sparsity), images_grad])
         opt.step()
     with torch.no_grad():
         change = (free.eps * torch.tanh(free.theta)).abs().sum(0, keepdim=True) * scene.face_mask

@@ -109,6 +109,31 @@ def test_one_render_per_step_for_three_members(parts, signnets, tmp_path):
     assert {name: len(c) for name, c in calls.items()} == {name: 2 for name in members}
 
 
+def test_the_sticker_mask_search_asks_each_member_as_the_steps_do(parts, signnets, tmp_path, monkeypatch):
+    """RP2's first stage must place the stickers for the objective the steps optimize. Through
+    Ensemble.forward (the members' mean probability) it would serve the member easiest to fool."""
+    members = {name: bundled(name) for name in ("signnet", "signnet_seed1")}
+    calls = {name: count_calls(m) for name, m in members.items()}
+
+    def not_here(self, images):
+        raise AssertionError("the mask search went through Ensemble.forward")
+
+    monkeypatch.setattr(Ensemble, "forward", not_here)
+    result = attack_run(parts, build_ensemble(members), tmp_path / "ens", steps=1, search=3, shape="search")
+    assert result.steps_done == 1 and result.zero_grad_steps == 0
+    assert {name: len(c) for name, c in calls.items()} == {name: 4 for name in members}   # 3 search + 1 step
+    monkeypatch.undo()
+    # one member: the same mask as the victim alone, so the members' image gradient reaches the search
+    alone, one = (sticker_for_scene(parts["scene"], shape="search") for _ in range(2))
+    for patch, victim, out in ((alone, signnets["signnet"], "alone"), (one, Ensemble([signnets["signnet"]]), "one")):
+        attack = EOTAttack(target="yield", steps=1, batch_size=4, lr=0.2, checkpoint_every=0, mask_search_steps=3)
+        attack.run(AttackSetup(scene=parts["scene"], patch=patch, victim=victim, pipeline=parts["pipeline"],
+                               sampler=parts["sampler"], palette=parts["palette"]),
+                   RunConfig(seed=0, progress=False), tmp_path / out)
+    assert alone.mask.sum() > 0
+    assert torch.equal(alone.mask, one.mask)
+
+
 def test_each_member_gets_its_own_input_size_and_labels_in_the_loop(parts, signnets, tmp_path):
     signnet = bundled("signnet")
     reaching_signnet = []
