@@ -21,10 +21,10 @@ def search_sticker_mask(*, scene, pipeline, sampler, adversarial: Callable, area
                         l1_weight: float = 0.2) -> Tensor:
     """A 1×Ht×Wt mask of whole cells covering about ``area`` of the face where a free perturbation helps most.
 
-    ``adversarial(views)`` is the attack's own adversarial loss on the rendered views, as its steps will
-    optimize it, so that the stickers go where they move the same objective: either ``(loss, None)``, a
-    scalar with its graph (one victim), or ``(loss, images_grad)``, a number and the gradient of the
-    images (an ensemble's members, weighted and asked one at a time, ``EOTAttack._ensemble_gradient``)."""
+    ``adversarial(views)`` is the attack's adversarial loss on the rendered views
+    (``EOTAttack._adversarial``): either ``(loss, None)``, a scalar with its graph (one victim, a
+    classifier ensemble's mean probability), or ``(loss, images_grad)``, a number and the gradient of
+    the images (a detector ensemble's members, weighted and asked one at a time as in a step)."""
     free = PaintPatch(scene.face_mask, eps=1.0).to(scene.texture.device)
     opt = torch.optim.Adam(free.parameters(), lr=lr)
     face_texels = scene.face_mask.sum()

@@ -109,29 +109,60 @@ def test_one_render_per_step_for_three_members(parts, signnets, tmp_path):
     assert {name: len(c) for name, c in calls.items()} == {name: 2 for name in members}
 
 
-def test_the_sticker_mask_search_asks_each_member_as_the_steps_do(parts, signnets, tmp_path, monkeypatch):
-    """RP2's first stage must place the stickers for the objective the steps optimize. Through
-    Ensemble.forward (the members' mean probability) it would serve the member easiest to fool."""
+def test_a_classifier_ensembles_mask_search_asks_the_members_mean_probability(parts, signnets, tmp_path,
+                                                                              monkeypatch):
+    """RP2's first stage through Ensemble.forward, as measured best for transfer (README)."""
     members = {name: bundled(name) for name in ("signnet", "signnet_seed1")}
     calls = {name: count_calls(m) for name, m in members.items()}
+    forwards = []
+    forward = Ensemble.forward
+    monkeypatch.setattr(Ensemble, "forward", lambda self, images: forwards.append(1) or forward(self, images))
+    result = attack_run(parts, build_ensemble(members), tmp_path, steps=1, search=3, shape="search")
+    assert result.steps_done == 1 and result.zero_grad_steps == 0
+    assert len(forwards) == 3
+    assert {name: len(c) for name, c in calls.items()} == {name: 4 for name in members}   # 3 search + 1 step
+
+
+def tiny_detector_ensemble():
+    bundled_detnet = load_detnet()
+    torch.manual_seed(1)
+    other = DetNet(tuple(reversed(bundled_detnet.labels)), width=4, neck=8, input_size=64).freeze()
+    return Ensemble([bundled_detnet, other], names=["detnet", "tiny"])
+
+
+def detector_parts(ensemble):
+    size = (ensemble.input_size,) * 2
+    sampler = FrameSampler(ViewSampler(background_count=8, jpeg_share=0.0, distance_m=(4.0, 12.0)))
+    return sampler, CountingPipeline(ViewPipeline(Renderer(), BackgroundBank(8, seed=0), size))
+
+
+def test_a_detector_ensembles_mask_search_asks_every_member_as_the_steps_do(parts, tmp_path, monkeypatch):
+    """A detector ensemble's forward is its first member: the search must not place the stickers for it alone."""
+    ensemble = tiny_detector_ensemble()
+    calls = {name: count_calls(m) for name, m in zip(ensemble.names, ensemble.members)}
 
     def not_here(self, images):
         raise AssertionError("the mask search went through Ensemble.forward")
 
     monkeypatch.setattr(Ensemble, "forward", not_here)
-    result = attack_run(parts, build_ensemble(members), tmp_path / "ens", steps=1, search=3, shape="search")
-    assert result.steps_done == 1 and result.zero_grad_steps == 0
-    assert {name: len(c) for name, c in calls.items()} == {name: 4 for name in members}   # 3 search + 1 step
+    sampler, pipeline = detector_parts(ensemble)
+    result = attack_run(parts, ensemble, tmp_path / "ens", steps=1, objective="hide", target=None, search=2,
+                        shape="search", pipeline=pipeline, sampler=sampler, batch_size=2)
+    assert result.steps_done == 1 and pipeline.calls == 3
+    assert {name: len(c) for name, c in calls.items()} == {"detnet": 3, "tiny": 3}     # 2 search + 1 step
     monkeypatch.undo()
-    # one member: the same mask as the victim alone, so the members' image gradient reaches the search
-    alone, one = (sticker_for_scene(parts["scene"], shape="search") for _ in range(2))
-    for patch, victim, out in ((alone, signnets["signnet"], "alone"), (one, Ensemble([signnets["signnet"]]), "one")):
-        attack = EOTAttack(target="yield", steps=1, batch_size=4, lr=0.2, checkpoint_every=0, mask_search_steps=3)
-        attack.run(AttackSetup(scene=parts["scene"], patch=patch, victim=victim, pipeline=parts["pipeline"],
-                               sampler=parts["sampler"], palette=parts["palette"]),
-                   RunConfig(seed=0, progress=False), tmp_path / out)
-    assert alone.mask.sum() > 0
-    assert torch.equal(alone.mask, one.mask)
+    # one member: the same mask as the detector alone, so the members' image gradient reaches the search
+    masks = []
+    for victim, out in ((ensemble.members[0], "alone"), (Ensemble([ensemble.members[0]]), "one")):
+        patch = sticker_for_scene(parts["scene"], shape="search")
+        attack = EOTAttack(objective="hide", target=None, steps=1, batch_size=2, lr=0.2, checkpoint_every=0,
+                           mask_search_steps=2)
+        sampler, pipeline = detector_parts(ensemble)
+        attack.run(AttackSetup(scene=parts["scene"], patch=patch, victim=victim, pipeline=pipeline, sampler=sampler,
+                               palette=parts["palette"]), RunConfig(seed=0, progress=False), tmp_path / out)
+        masks.append(patch.mask)
+    assert masks[0].sum() > 0
+    assert torch.equal(masks[0], masks[1])
 
 
 def test_each_member_gets_its_own_input_size_and_labels_in_the_loop(parts, signnets, tmp_path):
@@ -191,13 +222,8 @@ def test_per_member_success_is_logged_and_picks_the_best_patch_by_its_mean(parts
 
 @pytest.mark.parametrize("objective, target", [("hide", None), ("mislabel", "yield")])
 def test_detector_ensembles_hide_and_mislabel(parts, tmp_path, objective, target):
-    bundled_detnet = load_detnet()
-    torch.manual_seed(1)
-    other = DetNet(tuple(reversed(bundled_detnet.labels)), width=4, neck=8, input_size=64).freeze()
-    ensemble = Ensemble([bundled_detnet, other], names=["detnet", "tiny"])
-    size = (ensemble.input_size,) * 2
-    sampler = FrameSampler(ViewSampler(background_count=8, jpeg_share=0.0, distance_m=(4.0, 12.0)))
-    pipeline = CountingPipeline(ViewPipeline(Renderer(), BackgroundBank(8, seed=0), size))
+    ensemble = tiny_detector_ensemble()
+    sampler, pipeline = detector_parts(ensemble)
     result = attack_run(parts, ensemble, tmp_path, steps=2, objective=objective, target=target, pipeline=pipeline,
                         sampler=sampler, batch_size=2)
     assert result.steps_done == 2 and result.zero_grad_steps == 0 and pipeline.calls == 2
