@@ -68,7 +68,7 @@ def test_canonical_composition(hydra_ctx):
 
 
 #: Experiments that are one run's recipe rather than a sweep.
-RECIPES = {"transfer", "hide_transfer"}
+RECIPES = {"transfer"}
 
 
 @pytest.mark.parametrize("name", [e for e in EXPERIMENTS if e not in RECIPES])
@@ -85,13 +85,3 @@ def test_the_transfer_recipe_sets_the_ensemble_loss_and_input_diversity_and_pass
     cfg = door_compose("+scene=stop_sign", "attack=yield", "+experiment=transfer")
     assert cfg.victim._target_.endswith("build_ensemble") and cfg.attack.objective == "targeted_logit"
     assert cfg.victim.diversity == 0.5 and cfg.attack.target == "yield"
-
-
-def test_the_hide_transfer_recipe_hides_from_the_detector_ensemble_over_drives_weighted_to_the_hardest():
-    from physattack.cli.attack import compose as door_compose
-
-    cfg = door_compose("+scene=stop_sign", "attack=hide", "+experiment=hide_transfer")
-    assert list(cfg.victim.members) == ["detnet", "det_fcos"] and cfg.attack.objective == "hide"
-    assert cfg.victim.weighting == "hardest" and cfg.victim.temperature == 0.05
-    assert cfg.eot.sampler._target_.endswith("DriveSampler")
-    assert set(cfg.evaluation.detectors) - set(cfg.victim.members) == {"det_retinanet"}     # the held-out detector
