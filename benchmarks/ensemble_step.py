@@ -1,7 +1,7 @@
 """Is the render shared? One ensemble EOT step against its parts, measured in one run.
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/ensemble_step.py [--members signnets|zoo] [--device cuda]
-        [--batch 32] [--size 96] [--repeats 7] [--processes 5]
+        [--batch 32] [--size 96] [--repeats 7] [--processes 5] [--glibc-defaults]
 
 For the first K = 2 and K = 3 members, either three bundled SignNets (``--members signnets``, the
 default: signnet, signnet_seed1, signnet_w8_seed2, one architecture) or the members of
@@ -23,7 +23,9 @@ process (on 2 shared cores one process read 1.03 where the next read 1.17), so e
 ``--processes`` fresh processes, and the headline is the median over them of each process's
 per-repeat median; every process's figure is printed beside it. A ratio near 1 means the render is
 done once, not once per member (that would be about 1 + (K - 1) * pipeline / (pipeline + members)).
-On CUDA it also prints the step's peak memory beside the largest single member's.
+On CUDA it also prints the step's peak memory beside the largest single member's. Each process sets
+the CPU allocator as the attack does (``keep_freed_memory``, ``physattack/allocator.py``);
+``--glibc-defaults`` measures without it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 
 import torch
 
+from physattack.allocator import keep_freed_memory
 from physattack.attack import AttackSetup, EOTAttack
 from physattack.attack.loop import LoopState
 from physattack.attack.objectives import OBJECTIVES
@@ -92,7 +95,10 @@ def zoo_member_names() -> list[str]:
 
 
 def measure_fresh(k: int, args) -> dict:
-    """``measure`` in this (fresh) process, with the members loaded here."""
+    """``measure`` in this (fresh) process, with the members loaded here, and the CPU allocator set as
+    the attack sets it (``keep_freed_memory``, unless ``--glibc-defaults``)."""
+    if not args.glibc_defaults:
+        keep_freed_memory()
     device = torch.device(args.device)
     torch.manual_seed(0)
     return measure(k, args, device, member_set(args, device))
@@ -177,11 +183,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7, help="timed repeats in each process")
     parser.add_argument("--processes", type=int, default=5,
                         help="fresh processes per K (the ratio varies more between processes than within one)")
+    parser.add_argument("--glibc-defaults", action="store_true",
+                        help="leave glibc's allocator as it is (the run setting keep_freed_memory=false)")
     args = parser.parse_args()
     device = torch.device(args.device)
     print(f"ensemble step vs view pipeline + members' forward+backward; {args.batch} views of {args.size} px, "
           f"{device}, {torch.get_num_threads()} threads; {args.processes} fresh processes of {args.repeats} repeats "
-          "for each K (ms: medians of the first process)")
+          f"for each K (ms: medians of the first process); allocator: "
+          f"{'glibc defaults' if args.glibc_defaults else 'keep_freed_memory, as the attack runs'}")
     names = tuple(SIGNNETS) if args.members == "signnets" else tuple(zoo_member_names())
     print(f"members: {', '.join(names)}")
     spawn = multiprocessing.get_context("spawn")

@@ -14,6 +14,7 @@ from pathlib import Path
 import cv2
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from physattack.allocator import keep_freed_memory
 from physattack.atomic import load_torch, save_text
 from physattack.attack import AttackSetup
 from physattack.attack.reprogram import ReprogramAttack
@@ -50,6 +51,8 @@ def run_attack(cfg: DictConfig, run_dir: str | Path) -> dict:
     own unfinished one when a scheduler requeues it) and return what ``metrics.json`` holds."""
     require_scene(cfg)
     run = build.run_config(cfg)
+    if run.keep_freed_memory:
+        keep_freed_memory()
     device = build.device_of(run.device)
     run_dir = Path(run_dir)
     ensure_writable(run_dir, "hydra.run.dir")
