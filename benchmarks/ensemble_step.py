@@ -24,7 +24,7 @@ process (on 2 shared cores one process read 1.03 where the next read 1.17), so e
 per-repeat median; every process's figure is printed beside it. A ratio near 1 means the render is
 done once, not once per member (that would be about 1 + (K - 1) * pipeline / (pipeline + members)).
 On CUDA it also prints the step's peak memory beside the largest single member's. Each process sets
-the CPU allocator as the attack does (``keep_freed_memory``, ``physattack/allocator.py``);
+the CPU allocator as the attack does (``keep_freed_memory``, ``physattack/cli/allocator.py``);
 ``--glibc-defaults`` measures without it.
 """
 
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import torch
 
-from physattack.allocator import keep_freed_memory
+from physattack.cli.allocator import keep_freed_memory
 from physattack.attack import AttackSetup, EOTAttack
 from physattack.attack.loop import LoopState
 from physattack.attack.objectives import OBJECTIVES

@@ -25,7 +25,7 @@ class RunConfig:
         amp: run the victim under bfloat16 autocast (a CUDA speed switch; gradients stay float32).
         channels_last: feed the victim channels-last images (faster convolutions on CUDA).
         keep_freed_memory: keep freed CPU memory for the next step instead of handing it back to the
-            system (glibc; ``physattack.allocator``): fewer page faults, faster CPU steps, memory held
+            system (glibc; ``physattack.cli.allocator``): fewer page faults, faster CPU steps, memory held
             up to the run's peak.
     """
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import cv2
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from physattack.allocator import keep_freed_memory
+from physattack.cli.allocator import keep_freed_memory
 from physattack.atomic import load_torch, save_text
 from physattack.attack import AttackSetup
 from physattack.attack.reprogram import ReprogramAttack

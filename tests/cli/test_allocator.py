@@ -14,7 +14,7 @@ import resource, sys
 from importlib import resources
 from pathlib import Path
 import torch
-from physattack.allocator import keep_freed_memory
+from physattack.cli.allocator import keep_freed_memory
 from physattack.victims import load_signnet
 tuned = keep_freed_memory() if sys.argv[1] == "tuned" else None
 torch.manual_seed(0)
