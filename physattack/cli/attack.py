@@ -14,11 +14,11 @@ from pathlib import Path
 import cv2
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from physattack.cli.allocator import keep_freed_memory
 from physattack.atomic import load_torch, save_text
 from physattack.attack import AttackSetup
 from physattack.attack.reprogram import ReprogramAttack
 from physattack.cli import build
+from physattack.cli.allocator import keep_freed_memory
 from physattack.cli.door import HydraCommand, check_constructors, compose_checked, exit_if_interrupted
 from physattack.cli.rundir import ensure_writable, free_folder, guard_own_folder
 from physattack.config import RunConfig
