@@ -72,26 +72,24 @@ def bundled(name: str, device):
     return load_signnet(Path(str(resources.files("physattack.assets"))) / f"{name}.safetensors").to(device)
 
 
-def zoo_members(device) -> dict:
-    """The members of ``victim=ensemble``, built from its config as the attack builds them."""
-    from hydra.utils import instantiate
+def ensemble_config():
+    """``conf/victim/ensemble.yaml``: the members of ``victim=ensemble``, in order."""
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.load(Path(str(resources.files("physattack.conf"))) / "victim" / "ensemble.yaml")
-    return {name: instantiate(member).to(device) for name, member in cfg.members.items()}
+    return OmegaConf.load(Path(str(resources.files("physattack.conf"))) / "victim" / "ensemble.yaml")
+
+
+def member_names(args) -> list[str]:
+    return list(SIGNNETS) if args.members == "signnets" else list(ensemble_config().members)
 
 
 def member_set(args, device) -> dict:
+    """The members, built as the attack builds them (``--members zoo``: from ``victim=ensemble``'s config)."""
     if args.members == "zoo":
-        return zoo_members(device)
+        from hydra.utils import instantiate
+
+        return {name: instantiate(member).to(device) for name, member in ensemble_config().members.items()}
     return {name: bundled(name, device) for name in SIGNNETS}
-
-
-def zoo_member_names() -> list[str]:
-    from omegaconf import OmegaConf
-
-    cfg = OmegaConf.load(Path(str(resources.files("physattack.conf"))) / "victim" / "ensemble.yaml")
-    return list(cfg.members)
 
 
 def measure_fresh(k: int, args) -> dict:
@@ -191,7 +189,7 @@ def main() -> None:
           f"{device}, {torch.get_num_threads()} threads; {args.processes} fresh processes of {args.repeats} repeats "
           f"for each K (ms: medians of the first process); allocator: "
           f"{'glibc defaults' if args.glibc_defaults else 'keep_freed_memory, as the attack runs'}")
-    names = tuple(SIGNNETS) if args.members == "signnets" else tuple(zoo_member_names())
+    names = tuple(member_names(args))
     print(f"members: {', '.join(names)}")
     spawn = multiprocessing.get_context("spawn")
     for k in (2, 3):
