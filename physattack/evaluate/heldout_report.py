@@ -2,7 +2,7 @@
 
 Files (in the run directory): ``heldout_azimuth_distance.png``, ``heldout_lighting_distance.png``,
 ``heldout_conditions.png`` (success and clean accuracy per value of every grid axis, with Wilson
-intervals), ``worst_views.png``, ``atlas.png`` (when an atlas was built), ``placement.png`` (when a
+intervals), ``heldout_victims.png`` (each scored victim's success per grid value, when there are members), ``worst_views.png``, ``atlas.png`` (when an atlas was built), ``placement.png`` (when a
 placement-error table was made), ``report.md``; the numbers go into ``metrics.json`` under ``heldout``
 (with ``sanity``, ``atlas`` and ``placement``).
 """
@@ -224,7 +224,70 @@ def members_markdown(table: dict) -> list[str]:
                       "red team that holds neither the weights nor the architecture can expect."]
     if table["skipped"]:
         lines += ["", "Skipped:", ""] + [f"- `{n}` ({s['role']}): {s['reason']}." for n, s in table["skipped"].items()]
-    return lines + [""]
+    return lines + [""] + victims_conditions_markdown(table)
+
+
+def _victim_axes(table: dict) -> dict[str, list]:
+    """The grid axes the victims' per-condition rates cover, with their values in order."""
+    axes: dict[str, list] = {}
+    for r in table["members"].values():
+        for axis, rows in (r.get("per_condition") or {}).items():
+            axes.setdefault(axis, [row["value"] for row in rows])
+    return axes
+
+
+def _condition_rate(r: dict, axis: str, value):
+    row = next((x for x in (r.get("per_condition") or {}).get(axis, []) if x["value"] == value), None)
+    return row["attack_success_rate"]["rate"] if row is not None and row["attack_success_rate"]["n"] else None
+
+
+def victims_conditions_markdown(table: dict) -> list[str]:
+    """Each victim's success (clean-correct views) per value of every grid axis, one table an axis:
+    where a patch that holds on one victim fails on another (say, only under a low sun)."""
+    axes = _victim_axes(table)
+    if not axes:
+        return []
+    lines = ["### Victims by condition", "",
+             "Success over each victim's clean-correct views per grid value (Wilson intervals in metrics.json, "
+             "`heldout.victims.members.<name>.per_condition`); `heldout_victims.png` draws the same.", ""]
+    for axis, values in axes.items():
+        lines += [f"**{axis}**", "", "| victim | role | " + " | ".join(_fmt(v) for v in values) + " |",
+                  "|---|---|" + "---|" * len(values)]
+        for name, r in table["members"].items():
+            cells = [_condition_rate(r, axis, v) for v in values]
+            lines.append(f"| {name} | {r['role']} | " + " | ".join("–" if c is None else f"{c:.0%}" for c in cells) + " |")
+        lines.append("")
+    return lines
+
+
+def victims_conditions_figure(table: dict, title: str):
+    """Victims (rows, attacked first) × every value of every grid axis (columns, grouped by axis):
+    success over clean-correct views; grey where a victim read no view of that value correctly."""
+    axes = _victim_axes(table)
+    names = sorted(table["members"], key=lambda n: table["members"][n]["role"] != "attacked")
+    cols = [(axis, v) for axis, values in axes.items() for v in values]
+    grid = np.array([[np.nan if (c := _condition_rate(table["members"][n], a, v)) is None else c for a, v in cols]
+                     for n in names], dtype=float)
+    fig, ax = plt.subplots(figsize=(2.5 + 0.42 * len(cols), 1.2 + 0.34 * len(names)))
+    im = ax.imshow(grid, vmin=0, vmax=1, cmap=matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey"),
+                   aspect="auto")
+    for i in range(len(names)):
+        for j in range(len(cols)):
+            if not np.isnan(grid[i, j]):
+                ax.text(j, i, f"{100 * grid[i, j]:.0f}", ha="center", va="center", fontsize=6,
+                        color="white" if grid[i, j] < 0.6 else "black")
+    ax.set_xticks(range(len(cols)), [_fmt(v) for _, v in cols], fontsize=7, rotation=60)
+    ax.set_yticks(range(len(names)), [f"{n} ({table['members'][n]['role']})" for n in names], fontsize=7)
+    start = 0
+    for axis, values in axes.items():                   # axis names over their column groups
+        ax.text(start + (len(values) - 1) / 2, -0.8, axis, ha="center", va="bottom", fontsize=8)
+        if start:
+            ax.axvline(start - 0.5, color="white", lw=2)
+        start += len(values)
+    fig.colorbar(im, ax=ax, shrink=0.8, label="success (cells: %)")
+    ax.set_title(title, fontsize=10, pad=18)
+    fig.tight_layout()
+    return fig
 
 
 def markdown_report(summary: dict, heldout: dict, sanity: list[dict], atlas: dict | None, files: dict[str, str],
@@ -287,6 +350,10 @@ def write_heldout_outputs(run_dir: str | Path, *, scene, clean_texture, adv_text
     if heldout["per_condition"]:
         fig = conditions_figure(heldout["per_condition"], f"{what}: per held-out condition")
         out["heldout_conditions"] = save_figure(run_dir / "heldout_conditions.png", fig)
+        plt.close(fig)
+    if heldout.get("victims") and _victim_axes(heldout["victims"]):
+        fig = victims_conditions_figure(heldout["victims"], f"{what}: each victim's success per held-out condition")
+        out["heldout_victims"] = save_figure(run_dir / "heldout_victims.png", fig)
         plt.close(fig)
     img = worst_views_image(scene, clean_texture, adv_texture, pipeline, grid, result, victim.labels, worst)
     if img is not None:

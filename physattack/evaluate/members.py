@@ -18,7 +18,8 @@ from a correct reading), or when it is a detector (classifier victims only, for 
 
     {"members": {name: {"role", "mode", "true_label_set", "target_label_set", "views", "clean_accuracy",
                         "attack_success_rate", "attack_success_rate_unconditional", "attacked_accuracy",
-                        ["mean_target_confidence"]}},
+                        ["mean_target_confidence"], "per_condition": {axis: [{"value", "views",
+                        "clean_accuracy", "attack_success_rate", ...}]}}},
      "skipped": {name: {"role", "reason"}},
      "held_out_mean": {"mode", "victims", "attack_success_rate", "attack_success_rate_min",
                        "attack_success_rate_unconditional", "clean_accuracy"},
@@ -45,6 +46,7 @@ import torch
 from torch import Tensor
 
 from physattack.errors import InputError
+from physattack.evaluate.heldout import HeldOutResult, per_condition_tables
 from physattack.evaluate.metrics import classification_metrics
 from physattack.victims.base import VictimError
 
@@ -163,11 +165,23 @@ def member_rates(probs: ViewProbs, sets: LabelSets) -> dict:
     return {"mode": sets.mode, "true_label_set": list(sets.true_set), "target_label_set": target, **m}
 
 
+def member_conditions(probs: ViewProbs, sets: LabelSets, conditions: list[dict]) -> dict[str, list[dict]]:
+    """One victim's rates per value of every grid axis with more than one value (``conditions``: the
+    grid's, in view order), as the run's own victim gets them (``heldout.per_condition_tables``)."""
+    n = len(conditions)
+    result = HeldOutResult(conditions, probs.clean, probs.attacked, torch.zeros(n), torch.zeros(n, dtype=torch.bool),
+                           tuple(sets.true_set), tuple(sets.target_set) if sets.target_set is not None else None)
+    return per_condition_tables(result)
+
+
 def members_table(probs: dict[str, ViewProbs], members: dict[str, Member], sets: dict[str, LabelSets],
-                  skipped: dict[str, str]) -> dict:
-    """The ``heldout.victims`` entry of ``metrics.json`` (see the module docstring)."""
+                  skipped: dict[str, str], conditions: list[dict] | None = None) -> dict:
+    """The ``heldout.victims`` entry of ``metrics.json`` (see the module docstring); with the grid's
+    ``conditions`` (view order) each victim also gets its ``per_condition`` rates."""
     rows = {name: {"role": members[name].role, "family": members[name].family,
-                   **member_rates(probs[name], sets[name])} for name in sets}
+                   **member_rates(probs[name], sets[name]),
+                   **({"per_condition": member_conditions(probs[name], sets[name], conditions)}
+                      if conditions is not None else {})} for name in sets}
     held = [n for n, r in rows.items() if r["role"] == HELD_OUT]
     defined = [n for n in held if rows[n]["attack_success_rate"]["n"]]
     attacked_families = sorted({m.family for m in members.values() if m.role == ATTACKED and m.family})
@@ -233,7 +247,7 @@ def evaluate_members(scene, clean_texture: Tensor, adv_texture: Tensor, pipeline
         return members_table({}, members, sets, skipped)
     probs, _ = classify_views(scene, clean_texture, adv_texture, pipeline, grid.params(),
                               [members[n].victim for n in sets], batch_size)
-    return members_table(dict(zip(sets, probs)), members, sets, skipped)
+    return members_table(dict(zip(sets, probs)), members, sets, skipped, grid.conditions())
 
 
 # -- what people read ---------------------------------------------------------------------------------
@@ -270,7 +284,8 @@ def members_line(table: dict) -> str:
 
 
 def log_members(tracker, table: dict) -> None:
-    """The members table to the tracker: a ``heldout/victims`` table and ``heldout/<name>/...`` summaries."""
+    """The members table to the tracker: ``heldout/victims`` and ``heldout/victims_per_condition`` tables
+    and ``heldout/<name>/...`` summaries."""
     columns = ["victim", "role", "family", "mode", "clean_accuracy", "attack_success_rate", "attack_success_rate_ci_low",
                "attack_success_rate_ci_high", "attack_success_rate_unconditional", "mean_target_confidence"]
     rows = [[n, r["role"], r.get("family"), r["mode"], r["clean_accuracy"]["rate"], r["attack_success_rate"]["rate"],
@@ -278,6 +293,13 @@ def log_members(tracker, table: dict) -> None:
              r["attack_success_rate_unconditional"]["rate"], r.get("mean_target_confidence")]
             for n, r in table["members"].items()]
     tracker.log_table("heldout/victims", columns, rows)
+    by_condition = [[n, r["role"], axis, row["value"], row["views"], row["attack_success_rate"]["rate"],
+                     row["attack_success_rate"]["n"]]
+                    for n, r in table["members"].items() for axis, rs in (r.get("per_condition") or {}).items()
+                    for row in rs]
+    if by_condition:
+        tracker.log_table("heldout/victims_per_condition", ["victim", "role", "axis", "value", "views",
+                                                            "attack_success_rate", "clean_correct_views"], by_condition)
     flat = {}
     for n, r in table["members"].items():
         for key in ("clean_accuracy", "attack_success_rate", "attack_success_rate_unconditional"):

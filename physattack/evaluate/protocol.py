@@ -133,7 +133,7 @@ def evaluate_attack(*, scene, victim, clean_texture, adv_texture, pipeline, grid
     heldout = heldout_metrics(result)
     if members:
         heldout["victims"] = members_table(dict(zip(member_sets, view_probs[1:])), members, member_sets,
-                                           member_skipped)
+                                           member_skipped, result.conditions)
     placement = None
     if settings.placement.enabled and sticker_mask is not None:
         scored, head = _attacked(victim, result, members or {}, member_sets, view_probs[1:])

@@ -181,6 +181,18 @@ def test_heldout_run_writes_the_table(tmp_path, setup, signnet, sibling):
     assert "classifier victims only" in report
     assert "heldout/victims" in rec.tables and "heldout/signnet_seed1/clean_accuracy" in rec.summaries
 
+    # Each victim's rates per grid value: the run's own victim, scored as a member, gets the same
+    # per-condition rates as the run's headline; the sibling gets its own, drawn and tabled.
+    assert b["victims"]["members"]["signnet"]["per_condition"] == b["per_condition"]
+    sib = b["victims"]["members"]["signnet_seed1"]["per_condition"]
+    assert [r["value"] for r in sib["azimuth_deg"]] == [-25.0, 25.0]
+    assert sum(r["views"] for r in sib["distance_m"]) == len(grid)
+    assert (tmp_path / "b" / "heldout_victims.png").is_file() and not (tmp_path / "a" / "heldout_victims.png").exists()
+    assert "### Victims by condition" in report and "**azimuth_deg**" in report
+    columns, rows = rec.tables["heldout/victims_per_condition"]
+    assert {(r[0], r[2]) for r in rows} == {(n, a) for n in ("signnet", "signnet_seed1")
+                                            for a in ("azimuth_deg", "distance_m", "elevation_deg")}
+
 
 def test_held_out_families_average_only_families_no_attacked_victim_belongs_to():
     from physattack.evaluate.heldout_report import members_markdown
@@ -207,3 +219,28 @@ def test_held_out_families_average_only_families_no_attacked_victim_belongs_to()
     assert "held-out families (convnext, vit; attacked: resnet, vgg) mean 30.0%" in members_line(table)
     report = "\n".join(members_markdown(table))
     assert "| vit_a | held-out | vit |" in report and "**30.0%**" in report
+
+
+def test_per_condition_rates_show_where_one_victim_fails():
+    from physattack.evaluate.heldout_report import victims_conditions_figure, victims_conditions_markdown
+    from physattack.evaluate.members import LabelSets, ViewProbs, members_table
+
+    # Eight views, half under a low sun; "warm_blind" is fooled everywhere but under the low sun.
+    conditions = [{"lighting": light, "distance_m": d} for light in ("low_sun", "noon") for d in (5.0, 5.0, 10.0, 10.0)]
+    clean = torch.tensor([[0.9, 0.1]]).repeat(8, 1)
+    fooled, resisted = torch.tensor([0.2, 0.8]), torch.tensor([0.9, 0.1])
+    probs = {"everywhere": ViewProbs(clean, fooled.repeat(8, 1)),
+             "warm_blind": ViewProbs(clean, torch.stack([resisted] * 4 + [fooled] * 4))}
+    members = tag_members(attacked={"everywhere": object()}, held_out={"warm_blind": object()})
+    sets = {n: LabelSets((0,), (1,)) for n in members}
+    table = members_table(probs, members, sets, {}, conditions)
+    light = {r["value"]: r["attack_success_rate"] for r in table["members"]["warm_blind"]["per_condition"]["lighting"]}
+    assert (light["low_sun"]["count"], light["low_sun"]["n"]) == (0, 4) and light["noon"]["rate"] == 1.0
+    assert light["low_sun"]["ci95"][1] < 0.6                       # a Wilson interval, not a bare count
+    dist = table["members"]["warm_blind"]["per_condition"]["distance_m"]
+    assert [r["attack_success_rate"]["rate"] for r in dist] == [0.5, 0.5]
+    assert table["members"]["warm_blind"]["attack_success_rate"]["rate"] == 0.5
+    text = "\n".join(victims_conditions_markdown(table))
+    assert "| victim | role | low_sun | noon |" in text and "| warm_blind | held-out | 0% | 100% |" in text
+    assert "per_condition" not in members_table(probs, members, sets, {})["members"]["warm_blind"]
+    victims_conditions_figure(table, "t")                          # draws without error
