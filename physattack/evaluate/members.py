@@ -293,7 +293,8 @@ def log_members(tracker, table: dict) -> None:
              r["attack_success_rate_unconditional"]["rate"], r.get("mean_target_confidence")]
             for n, r in table["members"].items()]
     tracker.log_table("heldout/victims", columns, rows)
-    by_condition = [[n, r["role"], axis, row["value"], row["views"], row["attack_success_rate"]["rate"],
+    # values as text: an axis holds numbers or preset names, and a W&B table column holds one type
+    by_condition = [[n, r["role"], axis, str(row["value"]), row["views"], row["attack_success_rate"]["rate"],
                      row["attack_success_rate"]["n"]]
                     for n, r in table["members"].items() for axis, rs in (r.get("per_condition") or {}).items()
                     for row in rs]

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+import wandb
 
 from physattack.eot import BackgroundBank, EvalGrid, ViewPipeline
 from physattack.errors import InputError
@@ -244,3 +245,8 @@ def test_per_condition_rates_show_where_one_victim_fails():
     assert "| victim | role | low_sun | noon |" in text and "| warm_blind | held-out | 0% | 100% |" in text
     assert "per_condition" not in members_table(probs, members, sets, {})["members"]["warm_blind"]
     victims_conditions_figure(table, "t")                          # draws without error
+    rec = Recorder()
+    log_members(rec, table)
+    columns, rows = rec.tables["heldout/victims_per_condition"]
+    assert ["warm_blind", "held-out", "lighting", "low_sun", 4, 0.0, 4] in rows
+    wandb.Table(columns=columns, data=rows)     # W&B takes it: preset names and distances share one column
