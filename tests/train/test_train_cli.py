@@ -51,6 +51,27 @@ def test_help_names_the_command_and_its_options(capsys):
     assert "python -m physattack.train detnet" in text and "frames=6000" in text and "score_threshold=0.3" in text
 
 
+def test_help_keeps_every_line_of_an_options_text(capsys):
+    assert main(["zoo", "--help"]) == 0
+    lines = {line.split()[0].split("=")[0]: line for line in capsys.readouterr().out.splitlines()
+             if line.startswith("  ") and "=" in line.split()[0]}
+    assert lines["config"].rstrip().endswith("(by name when out is in physattack/assets, else with every "
+                                             "victim=timm key filled).")          # its docstring's second line
+    assert "so fewer page faults" in lines["keep_freed_memory"] and lines["keep_freed_memory"].split()[0].endswith("=true")
+
+
+@pytest.mark.parametrize("setting, calls", [("true", 1), ("false", 0)])
+def test_training_keeps_freed_memory_unless_told_not_to(tmp_path, monkeypatch, setting, calls):
+    import physattack.cli.train as cli
+
+    asked = []
+    monkeypatch.setattr(cli, "keep_freed_memory", lambda: asked.append(1) or True)
+    argv = ["signnet", f"out={tmp_path / 'w.safetensors'}", *TINY["signnet"], f"keep_freed_memory={setting}"]
+    assert main(argv) == 0
+    assert len(asked) == calls
+    assert json.loads((tmp_path / "w.json").read_text())["command"].endswith(f"keep_freed_memory={setting}")
+
+
 @pytest.mark.parametrize("argv, words", [
     (["signet"], "did you mean signnet"),
     (["signnet", "epoch=3"], "did you mean epochs"),
