@@ -213,6 +213,7 @@ def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture
     into ``metrics.json`` under ``heldout.detectors``, into ``report.md`` and to the tracker.
     ``victim_names`` (the attacked detectors' names) go into ``metrics.json`` and the headline."""
     from physattack.evaluate.detectors import evaluate_detectors, log_detectors
+    from physattack.evaluate.heldout_report import victim_axes, victims_conditions_figure
 
     run_dir = Path(run_dir)
     grid_result, clean_imgs, adv_imgs = evaluate_detection_on_grid(
@@ -273,6 +274,12 @@ def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture
                                    eval_pipeline, grid, detectors, batch_size=run.eval_batch_size)
         log_detectors(tracker, table)
         heldout = {"detectors": table}
+        if victim_axes(table):
+            fig = victims_conditions_figure(table, f"{summary['attack']}: each detector's {summary['true_label']} "
+                                                   "detection rate on the attacked held-out frames",
+                                            key="detection_rate_attacked", label="detection rate")
+            out["heldout_detectors"] = save_figure(run_dir / "heldout_detectors.png", fig)
+            plt.close(fig)
     summary["total_seconds"] = round(time.time() - started, 1)
     metrics = {**summary, **m, **({"heldout": heldout} if heldout else {})}
     out["report"] = save_text(run_dir / "report.md", detection_report(metrics, heldout, out))
@@ -288,7 +295,7 @@ def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture
     tracker.summary(flat)
     tracker.log(flat)
     images = {k: cv2.cvtColor(cv2.imread(str(out[k]), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
-              for k in ("views", "heatmap", "clean_heatmap", "texture") if k in out}
+              for k in ("views", "heatmap", "clean_heatmap", "heldout_detectors", "texture") if k in out}
     tracker.log_images({f"eval/{k}": v for k, v in images.items()})
     tracker.log_table("eval/per_view", ["azimuth_deg", "distance_m", "lighting", "clean_score", "attacked_score"],
                       [[c["azimuth_deg"], c["distance_m"], c["lighting"], float(a), float(b)]
@@ -301,6 +308,7 @@ def detection_report(metrics: dict, heldout: dict | None, files: dict) -> str:
     """``report.md`` of a detector attack: its headline on the held-out frames, the rates, and the
     detectors table (when the run scored one)."""
     from physattack.evaluate.detectors import detectors_markdown
+    from physattack.evaluate.heldout_report import victims_conditions_markdown
 
     def cell(r: dict) -> str:
         return f"{r['rate']:.1%} (95% CI {r['ci95'][0]:.1%}-{r['ci95'][1]:.1%}, {r['count']}/{r['n']})" if r["n"] else "n/a"
@@ -317,7 +325,11 @@ def detection_report(metrics: dict, heldout: dict | None, files: dict) -> str:
     lines += [f"| AP@0.5 clean -> attacked | {metrics['ap50_clean']:.3f} -> {metrics['ap50_attacked']:.3f} |", ""]
     if heldout:
         lines.append(detectors_markdown(heldout["detectors"]))
-    shown = [k for k in ("views", "heatmap", "clean_heatmap", "texture") if k in files]
+        lines += victims_conditions_markdown(heldout["detectors"], key="detection_rate_attacked",
+                                             intro="Each detector's detection rate of the attacked sign per grid "
+                                                   "value (lower: the patch hides it better there)",
+                                             figure="heldout_detectors.png", heading="Detectors by condition")
+    shown = [k for k in ("views", "heatmap", "clean_heatmap", "heldout_detectors", "texture") if k in files]
     lines += [f"![{k}]({Path(files[k]).name})" for k in shown]
     return "\n".join(lines) + "\n"
 

@@ -18,7 +18,8 @@ scene's class.
 ``detectors_table`` returns what ``metrics.json`` holds under ``heldout.detectors``::
 
     {"members": {name: {"role", "label", "score_threshold", "input_size", "views", "detection_rate_clean",
-                        "detection_rate_attacked", "disappearance_rate"}},
+                        "detection_rate_attacked", "disappearance_rate",
+                        "per_condition": {axis: [{"value", "views", "detection_rate_clean", ...}]}}},
      "skipped": {name: {"role", "reason"}},
      "held_out_mean": {"victims", "detection_rate_clean", "detection_rate_attacked", "disappearance_rate"},
      "scope": "detector victims"}
@@ -87,6 +88,22 @@ def detector_rates(clean_true: Tensor, adv_true: Tensor, threshold: float) -> di
             "detection_rate_attacked": rate(adv_det), "disappearance_rate": rate(~adv_det[clean_det])}
 
 
+def detector_conditions(clean_true: Tensor, adv_true: Tensor, threshold: float, conditions: list[dict]
+                        ) -> dict[str, list[dict]]:
+    """``detector_rates`` per value of every grid axis with more than one value (``conditions``: the
+    grid's, in frame order)."""
+    tables = {}
+    for axis in conditions[0] if conditions else {}:
+        values = sorted({c[axis] for c in conditions}, key=lambda v: (isinstance(v, str), v))
+        if len(values) < 2:
+            continue
+        tables[axis] = []
+        for v in values:
+            keep = torch.tensor([c[axis] == v for c in conditions])
+            tables[axis].append({"value": v, **detector_rates(clean_true[keep], adv_true[keep], threshold)})
+    return tables
+
+
 def detectors_table(rows: dict[str, dict], members: dict[str, Member], skipped: dict[str, str]) -> dict:
     """The ``heldout.detectors`` entry of ``metrics.json`` (see the module docstring)."""
     held = [n for n, r in rows.items() if r["role"] == HELD_OUT]
@@ -130,12 +147,15 @@ def evaluate_detectors(scene, clean_texture: Tensor, adv_texture: Tensor, pipeli
         detectors = [members[n].victim for n in labels]
         outputs, boxes = detect_views(scene, clean_texture, adv_texture, pipeline, grid.params(), detectors,
                                       batch_size)
+        conditions = grid.conditions()
         for (name, label), det, (clean, attacked) in zip(labels.items(), detectors, outputs):
             threshold = float(det.score_threshold)
+            clean_true = best_scores_on_boxes(clean, boxes, label)
+            adv_true = best_scores_on_boxes(attacked, boxes, label)
             rows[name] = {"role": members[name].role, "label": det.labels[label], "score_threshold": threshold,
                           "input_size": getattr(det, "input_size", None),
-                          **detector_rates(best_scores_on_boxes(clean, boxes, label),
-                                           best_scores_on_boxes(attacked, boxes, label), threshold)}
+                          **detector_rates(clean_true, adv_true, threshold),
+                          "per_condition": detector_conditions(clean_true, adv_true, threshold, conditions)}
     return detectors_table(rows, members, skipped)
 
 
@@ -192,13 +212,23 @@ def detectors_markdown(table: dict) -> str:
 
 
 def log_detectors(tracker, table: dict) -> None:
-    """The detectors table to the tracker: a ``heldout/detectors`` table and ``heldout/<name>/...`` summaries."""
+    """The detectors table to the tracker: ``heldout/detectors`` and ``heldout/detectors_per_condition``
+    tables and ``heldout/<name>/...`` summaries."""
     columns = ["detector", "role", "score_threshold", "detection_rate_clean", "detection_rate_attacked",
                "detection_rate_attacked_ci_low", "detection_rate_attacked_ci_high", "disappearance_rate"]
     rows = [[n, r["role"], r["score_threshold"], r["detection_rate_clean"]["rate"], r["detection_rate_attacked"]["rate"],
              r["detection_rate_attacked"]["ci95"][0], r["detection_rate_attacked"]["ci95"][1],
              r["disappearance_rate"]["rate"]] for n, r in table["members"].items()]
     tracker.log_table("heldout/detectors", columns, rows)
+    # values as text: an axis holds numbers or preset names, and a W&B table column holds one type
+    by_condition = [[n, r["role"], axis, str(row["value"]), row["views"], row["detection_rate_clean"]["rate"],
+                     row["detection_rate_attacked"]["rate"]]
+                    for n, r in table["members"].items() for axis, rs in (r.get("per_condition") or {}).items()
+                    for row in rs]
+    if by_condition:
+        tracker.log_table("heldout/detectors_per_condition", ["detector", "role", "axis", "value", "views",
+                                                              "detection_rate_clean", "detection_rate_attacked"],
+                          by_condition)
     flat = {f"heldout/{n}/{key}": r[key]["rate"] for n, r in table["members"].items()
             for key in ("detection_rate_clean", "detection_rate_attacked", "disappearance_rate")}
     mean = table["held_out_mean"]

@@ -227,8 +227,9 @@ def members_markdown(table: dict) -> list[str]:
     return lines + [""] + victims_conditions_markdown(table)
 
 
-def _victim_axes(table: dict) -> dict[str, list]:
-    """The grid axes the victims' per-condition rates cover, with their values in order."""
+def victim_axes(table: dict) -> dict[str, list]:
+    """The grid axes a members table's per-condition rates cover (classifiers' or detectors'), with
+    their values in order; empty when no member has them."""
     axes: dict[str, list] = {}
     for r in table["members"].values():
         for axis, rows in (r.get("per_condition") or {}).items():
@@ -236,38 +237,39 @@ def _victim_axes(table: dict) -> dict[str, list]:
     return axes
 
 
-def _condition_rate(r: dict, axis: str, value):
+def _condition_rate(r: dict, axis: str, value, key: str):
     row = next((x for x in (r.get("per_condition") or {}).get(axis, []) if x["value"] == value), None)
-    return row["attack_success_rate"]["rate"] if row is not None and row["attack_success_rate"]["n"] else None
+    return row[key]["rate"] if row is not None and row[key]["n"] else None
 
 
-def victims_conditions_markdown(table: dict) -> list[str]:
-    """Each victim's success (clean-correct views) per value of every grid axis, one table an axis:
-    where a patch that holds on one victim fails on another (say, only under a low sun)."""
-    axes = _victim_axes(table)
+def victims_conditions_markdown(table: dict, key: str = "attack_success_rate",
+                                intro: str = "Success over each victim's clean-correct views per grid value",
+                                figure: str = "heldout_victims.png", heading: str = "Victims by condition") -> list[str]:
+    """Each member's ``key`` rate per value of every grid axis, one table an axis: where a patch that
+    holds on one victim gives way on another (say, only under a low sun)."""
+    axes = victim_axes(table)
     if not axes:
         return []
-    lines = ["### Victims by condition", "",
-             "Success over each victim's clean-correct views per grid value (Wilson intervals in metrics.json, "
-             "`heldout.victims.members.<name>.per_condition`); `heldout_victims.png` draws the same.", ""]
+    lines = [f"### {heading}", "", f"{intro} (Wilson intervals in metrics.json, `per_condition` of each member); "
+             f"`{figure}` draws the same.", ""]
     for axis, values in axes.items():
         lines += [f"**{axis}**", "", "| victim | role | " + " | ".join(_fmt(v) for v in values) + " |",
                   "|---|---|" + "---|" * len(values)]
         for name, r in table["members"].items():
-            cells = [_condition_rate(r, axis, v) for v in values]
+            cells = [_condition_rate(r, axis, v, key) for v in values]
             lines.append(f"| {name} | {r['role']} | " + " | ".join("–" if c is None else f"{c:.0%}" for c in cells) + " |")
         lines.append("")
     return lines
 
 
-def victims_conditions_figure(table: dict, title: str):
-    """Victims (rows, attacked first) × every value of every grid axis (columns, grouped by axis):
-    success over clean-correct views; grey where a victim read no view of that value correctly."""
-    axes = _victim_axes(table)
+def victims_conditions_figure(table: dict, title: str, key: str = "attack_success_rate", label: str = "success"):
+    """Members (rows, attacked first) × every value of every grid axis (columns, grouped by axis): the
+    ``key`` rate; grey where it is undefined (e.g. no clean-correct view of that value)."""
+    axes = victim_axes(table)
     names = sorted(table["members"], key=lambda n: table["members"][n]["role"] != "attacked")
     cols = [(axis, v) for axis, values in axes.items() for v in values]
-    grid = np.array([[np.nan if (c := _condition_rate(table["members"][n], a, v)) is None else c for a, v in cols]
-                     for n in names], dtype=float)
+    grid = np.array([[np.nan if (c := _condition_rate(table["members"][n], a, v, key)) is None else c
+                      for a, v in cols] for n in names], dtype=float)
     fig, ax = plt.subplots(figsize=(2.5 + 0.42 * len(cols), 1.2 + 0.34 * len(names)))
     im = ax.imshow(grid, vmin=0, vmax=1, cmap=matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey"),
                    aspect="auto")
@@ -284,7 +286,7 @@ def victims_conditions_figure(table: dict, title: str):
         if start:
             ax.axvline(start - 0.5, color="white", lw=2)
         start += len(values)
-    fig.colorbar(im, ax=ax, shrink=0.8, label="success (cells: %)")
+    fig.colorbar(im, ax=ax, shrink=0.8, label=f"{label} (cells: %)")
     ax.set_title(title, fontsize=10, pad=18)
     fig.tight_layout()
     return fig
@@ -351,7 +353,7 @@ def write_heldout_outputs(run_dir: str | Path, *, scene, clean_texture, adv_text
         fig = conditions_figure(heldout["per_condition"], f"{what}: per held-out condition")
         out["heldout_conditions"] = save_figure(run_dir / "heldout_conditions.png", fig)
         plt.close(fig)
-    if heldout.get("victims") and _victim_axes(heldout["victims"]):
+    if heldout.get("victims") and victim_axes(heldout["victims"]):
         fig = victims_conditions_figure(heldout["victims"], f"{what}: each victim's success per held-out condition")
         out["heldout_victims"] = save_figure(run_dir / "heldout_victims.png", fig)
         plt.close(fig)

@@ -30,8 +30,7 @@ def success_heatmap(conditions: list[dict], success: Tensor, valid: Tensor, titl
             counts[i, j] += v
             hits[i, j] += s * v
         grid = np.where(counts > 0, hits / np.maximum(counts, 1), np.nan)
-        cmap = matplotlib.colormaps["viridis"].copy()
-        cmap.set_bad("lightgrey")
+        cmap = matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey")
         im = ax.imshow(grid, vmin=0, vmax=1, cmap=cmap, origin="lower", aspect="auto")
         ax.set_xticks(range(len(az)), [f"{a:g}" for a in az], fontsize=7, rotation=45)
         ax.set_yticks(range(len(dist)), [f"{d:g}" for d in dist], fontsize=7)

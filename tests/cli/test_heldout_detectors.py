@@ -99,6 +99,23 @@ def test_held_out_detectors_are_scored_but_never_called_by_the_optimizer(victim,
     assert "## Detectors: attacked and held out" in report and all(f"| {n} | held-out |" in report for n in held_out)
     line = detectors_line(table)
     assert line.startswith("detectors (detection rate clean -> attacked") and all(n in line for n in held_out)
+    for row in table["members"].values():                       # each detector's rates per grid value, too
+        assert row["per_condition"] and all(sum(r["views"] for r in rows) == 2 for rows in row["per_condition"].values())
+    assert "### Detectors by condition" in report and (tmp_path / "heldout_detectors.png").is_file()
+
+
+def test_per_condition_detection_rates_show_where_a_detector_still_sees_the_sign():
+    from physattack.evaluate.detectors import detector_conditions
+
+    conditions = [{"lighting": light, "distance_m": d} for light in ("low_sun", "noon") for d in (5.0, 10.0)]
+    clean = torch.tensor([0.9, 0.9, 0.9, 0.2])                # the far noon frame is missed even clean
+    attacked = torch.tensor([0.8, 0.7, 0.1, 0.1])             # hidden at noon only
+    tables = detector_conditions(clean, attacked, 0.5, conditions)
+    light = {r["value"]: r for r in tables["lighting"]}
+    assert light["low_sun"]["detection_rate_attacked"]["rate"] == 1.0 and light["noon"]["detection_rate_attacked"]["rate"] == 0.0
+    assert (light["noon"]["disappearance_rate"]["count"], light["noon"]["disappearance_rate"]["n"]) == (1, 1)
+    assert [r["value"] for r in tables["distance_m"]] == [5.0, 10.0]
+    assert [r["detection_rate_clean"]["rate"] for r in tables["distance_m"]] == [1.0, 0.5]
 
 
 def test_a_detector_without_the_scene_class_and_a_classifier_are_skipped_with_their_reason(tiny_weights, stop_scene):
