@@ -35,7 +35,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from physattack.evaluate.members import ATTACKED, HELD_OUT, Member
+from physattack.evaluate.members import ATTACKED, HELD_OUT, Member, per_condition_rows
 from physattack.evaluate.metrics import rate
 from physattack.victims.base import VictimError
 from physattack.victims.detection import Detections, best_scores_on_boxes
@@ -220,11 +220,7 @@ def log_detectors(tracker, table: dict) -> None:
              r["detection_rate_attacked"]["ci95"][0], r["detection_rate_attacked"]["ci95"][1],
              r["disappearance_rate"]["rate"]] for n, r in table["members"].items()]
     tracker.log_table("heldout/detectors", columns, rows)
-    # values as text: an axis holds numbers or preset names, and a W&B table column holds one type
-    by_condition = [[n, r["role"], axis, str(row["value"]), row["views"], row["detection_rate_clean"]["rate"],
-                     row["detection_rate_attacked"]["rate"]]
-                    for n, r in table["members"].items() for axis, rs in (r.get("per_condition") or {}).items()
-                    for row in rs]
+    by_condition = per_condition_rows(table, ("detection_rate_clean", "detection_rate_attacked"))
     if by_condition:
         tracker.log_table("heldout/detectors_per_condition", ["detector", "role", "axis", "value", "views",
                                                               "detection_rate_clean", "detection_rate_attacked"],

@@ -2,7 +2,8 @@
 
 Files (in the run directory): ``heldout_azimuth_distance.png``, ``heldout_lighting_distance.png``,
 ``heldout_conditions.png`` (success and clean accuracy per value of every grid axis, with Wilson
-intervals), ``heldout_victims.png`` (each scored victim's success per grid value, when there are members), ``worst_views.png``, ``atlas.png`` (when an atlas was built), ``placement.png`` (when a
+intervals), ``heldout_victims.png`` (each scored victim's success per grid value, when there are
+members), ``worst_views.png``, ``atlas.png`` (when an atlas was built), ``placement.png`` (when a
 placement-error table was made), ``report.md``; the numbers go into ``metrics.json`` under ``heldout``
 (with ``sanity``, ``atlas`` and ``placement``).
 """

@@ -283,6 +283,15 @@ def members_line(table: dict) -> str:
     return "victims (success over clean-correct views, 95% CI): " + ("; ".join(parts) or "none")
 
 
+def per_condition_rows(table: dict, keys: Sequence[str]) -> list[list]:
+    """``[name, role, axis, value, views, *rates of keys]`` for every per-condition row of a members
+    (or detectors) table, for a tracker's table. Values as text: an axis holds numbers or preset names,
+    and a W&B table column holds one type."""
+    return [[n, r["role"], axis, str(row["value"]), row["views"], *(row[k]["rate"] for k in keys)]
+            for n, r in table["members"].items() for axis, rows in (r.get("per_condition") or {}).items()
+            for row in rows]
+
+
 def log_members(tracker, table: dict) -> None:
     """The members table to the tracker: ``heldout/victims`` and ``heldout/victims_per_condition`` tables
     and ``heldout/<name>/...`` summaries."""
@@ -293,14 +302,10 @@ def log_members(tracker, table: dict) -> None:
              r["attack_success_rate_unconditional"]["rate"], r.get("mean_target_confidence")]
             for n, r in table["members"].items()]
     tracker.log_table("heldout/victims", columns, rows)
-    # values as text: an axis holds numbers or preset names, and a W&B table column holds one type
-    by_condition = [[n, r["role"], axis, str(row["value"]), row["views"], row["attack_success_rate"]["rate"],
-                     row["attack_success_rate"]["n"]]
-                    for n, r in table["members"].items() for axis, rs in (r.get("per_condition") or {}).items()
-                    for row in rs]
+    by_condition = per_condition_rows(table, ("clean_accuracy", "attack_success_rate"))
     if by_condition:
         tracker.log_table("heldout/victims_per_condition", ["victim", "role", "axis", "value", "views",
-                                                            "attack_success_rate", "clean_correct_views"], by_condition)
+                                                            "clean_accuracy", "attack_success_rate"], by_condition)
     flat = {}
     for n, r in table["members"].items():
         for key in ("clean_accuracy", "attack_success_rate", "attack_success_rate_unconditional"):

@@ -248,5 +248,5 @@ def test_per_condition_rates_show_where_one_victim_fails():
     rec = Recorder()
     log_members(rec, table)
     columns, rows = rec.tables["heldout/victims_per_condition"]
-    assert ["warm_blind", "held-out", "lighting", "low_sun", 4, 0.0, 4] in rows
+    assert ["warm_blind", "held-out", "lighting", "low_sun", 4, 1.0, 0.0] in rows
     wandb.Table(columns=columns, data=rows)     # W&B takes it: preset names and distances share one column
