@@ -35,6 +35,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from physattack.evaluate.heldout import condition_masks
 from physattack.evaluate.members import ATTACKED, HELD_OUT, Member, per_condition_rows
 from physattack.evaluate.metrics import rate
 from physattack.victims.base import VictimError
@@ -92,16 +93,8 @@ def detector_conditions(clean_true: Tensor, adv_true: Tensor, threshold: float, 
                         ) -> dict[str, list[dict]]:
     """``detector_rates`` per value of every grid axis with more than one value (``conditions``: the
     grid's, in frame order)."""
-    tables = {}
-    for axis in conditions[0] if conditions else {}:
-        values = sorted({c[axis] for c in conditions}, key=lambda v: (isinstance(v, str), v))
-        if len(values) < 2:
-            continue
-        tables[axis] = []
-        for v in values:
-            keep = torch.tensor([c[axis] == v for c in conditions])
-            tables[axis].append({"value": v, **detector_rates(clean_true[keep], adv_true[keep], threshold)})
-    return tables
+    return {axis: [{"value": v, **detector_rates(clean_true[keep], adv_true[keep], threshold)} for v, keep in groups]
+            for axis, groups in condition_masks(conditions).items()}
 
 
 def detectors_table(rows: dict[str, dict], members: dict[str, Member], skipped: dict[str, str]) -> dict:

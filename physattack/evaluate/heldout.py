@@ -100,16 +100,23 @@ def _rates(result: HeldOutResult, keep: Tensor) -> dict:
                                   list(result.true_set), list(result.target_set) if result.target_set else None)
 
 
+def condition_masks(conditions: list[dict]) -> dict[str, list[tuple[object, Tensor]]]:
+    """For every grid axis with more than one value among ``conditions`` (a grid's, in view order):
+    each value, in order, with the V-bool mask of its views."""
+    masks = {}
+    for axis in AXES:
+        values = sorted({c[axis] for c in conditions if axis in c}, key=_sort_key)
+        if len(values) >= 2:
+            masks[axis] = [(v, torch.tensor([c.get(axis) == v for c in conditions])) for v in values]
+    return masks
+
+
 def per_condition_tables(result: HeldOutResult) -> dict[str, list[dict]]:
     """For every grid axis with more than one value: one row per value with its rates."""
     tables = {}
-    for axis in AXES:
-        values = sorted({c[axis] for c in result.conditions if axis in c}, key=_sort_key)
-        if len(values) < 2:
-            continue
+    for axis, groups in condition_masks(result.conditions).items():
         rows = []
-        for v in values:
-            keep = torch.tensor([c.get(axis) == v for c in result.conditions])
+        for v, keep in groups:
             m = _rates(result, keep)
             rows.append({"value": v, "views": m["views"], "clean_accuracy": m["clean_accuracy"],
                          "attack_success_rate": m["attack_success_rate"],
