@@ -37,6 +37,8 @@ def main() -> None:
     rows = [
         ("wall time (s)", wall, wall <= 300, "<= 300"),
         ("held-out targeted success", asr["rate"], asr["rate"] >= 0.90, ">= 0.90"),
+        *([(f"the same, {m['heldout']['views']}-view protocol", m["heldout"]["attack_success_rate"]["rate"],
+            m["heldout"]["attack_success_rate"]["rate"] >= 0.90, ">= 0.90")] if m.get("heldout") else []),
         ("clean accuracy on the grid", clean["rate"], clean["rate"] >= 0.95, ">= 0.95"),
         ("sticker area / face", m["patch_area_fraction"], m["patch_area_fraction"] <= 0.20, "<= 0.20"),
     ]
@@ -49,7 +51,9 @@ def main() -> None:
           f"unconditional {m['attack_success_rate_unconditional']['rate']:.3f}; "
           f"mean yield confidence {m['mean_target_confidence']:.3f}")
     if m.get("heldout"):
-        print(heldout_line(m["heldout"]))
+        print(heldout_line(m["heldout"], m.get("victim_names")))
+    if m.get("headline"):
+        print(m["headline"])
 
 
 if __name__ == "__main__":

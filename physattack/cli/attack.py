@@ -67,9 +67,35 @@ def run_attack(cfg: DictConfig, run_dir: str | Path) -> dict:
     save_text(run_dir / "config.yaml", config_yaml)
     try:
         metrics = attack_and_report(parts, run, run_dir, tracker, drive)
+        record_headline(metrics, run_dir, tracker)
     finally:
         tracker.finish()
     return metrics
+
+
+def record_headline(metrics: dict, run_dir: Path, tracker) -> None:
+    """The line the terminal ends with, into ``metrics.json`` (``headline``) and the tracker's summary, so
+    that every copy of the run's main figure says what the patch was fitted to and what it was not."""
+    from physattack.atomic import save_json
+
+    metrics["headline"] = headline(metrics)
+    path = run_dir / "metrics.json"
+    written = json.loads(path.read_text()) if path.is_file() else {}
+    save_json(path, {**written, "headline": metrics["headline"]})
+    tracker.summary({"headline": metrics["headline"], "headline/success_rate": headline_rate(metrics)})
+
+
+def headline_rate(metrics: dict) -> float | None:
+    """The rate the headline quotes: the held-out task accuracy of a reprogramming run, the objective's
+    success of a detector run's first detector, else ``headline_figures``' success (the held-out
+    protocol's; an ensemble's lowest member's)."""
+    if isinstance(metrics.get("task_accuracy"), dict):
+        return metrics["task_accuracy"]["rate"]
+    if "detection_rate_clean" in metrics:
+        return metrics["attack_success_rate"]["rate"]
+    if isinstance(metrics.get("attack_success_rate"), dict):
+        return classifier_headline_figures(metrics)["success"]["rate"]
+    return None
 
 
 def drive_parts(cfg: DictConfig, parts: build.AttackParts, run: RunConfig, device) -> build.DriveParts | None:
@@ -222,6 +248,7 @@ def tracking_identity(cfg: DictConfig, resumed: dict | None) -> dict:
 def headline(metrics: dict) -> str:
     """The run's result in one line for the terminal, honest when it is undefined."""
     from physattack.evaluate.detection import headline as detection_headline
+    from physattack.evaluate.members import fitted_phrase, not_fitted_phrase
 
     if metrics.get("attack") == "reprogram":
         acc, ctl = metrics["task_accuracy"], metrics["random_program_accuracy"]
@@ -230,14 +257,25 @@ def headline(metrics: dict) -> str:
                 f"digits read as {', '.join(f'{i}={n}' for i, n in enumerate(metrics['label_map']))}.")
     if "detection_rate_clean" in metrics:
         return detection_headline(metrics)
-    asr, clean = metrics["attack_success_rate"], metrics["clean_accuracy"]
+    fig = classifier_headline_figures(metrics)
+    asr, clean, where = fig["success"], fig["clean_accuracy"], f"views of the {fig['source']}"
+    who = fitted_phrase(fig) if fig["fitted_to"] else ""
     if asr["n"] == 0:
         return (f"{metrics['attack']}: success is undefined: no held-out view of the clean {metrics['true_label']} "
-                f"was classified correctly (clean accuracy {clean['rate']:.1%} of {clean['n']}), so the victim does "
-                f"not recognise this scene as it is rendered; check the scene's texture and the victim.")
-    return (f"{metrics['attack']}: held-out success {asr['rate']:.1%} (95% CI {asr['ci95'][0]:.1%}-"
-            f"{asr['ci95'][1]:.1%}, {asr['count']}/{asr['n']} clean-correct views); clean accuracy "
-            f"{clean['rate']:.1%} of {clean['n']}; patch covers {metrics['patch_area_fraction']:.1%} of the face.")
+                f"was classified correctly{' by ' + fig['quoted'] if fig['fitted_to'] else ''} (clean accuracy "
+                f"{clean['rate']:.1%} of {clean['n']} {where}), so the victim does not recognise this scene as it "
+                f"is rendered; check the scene's texture and the victim.")
+    return (f"{metrics['attack']}{', ' + who if who else ''}: held-out success {asr['rate']:.1%} (95% CI "
+            f"{asr['ci95'][0]:.1%}-{asr['ci95'][1]:.1%}, {asr['count']}/{asr['n']} clean-correct {where}); clean "
+            f"accuracy {clean['rate']:.1%} of {clean['n']}; {not_fitted_phrase(fig)}; patch covers "
+            f"{metrics['patch_area_fraction']:.1%} of the face.")
+
+
+def classifier_headline_figures(metrics: dict) -> dict:
+    """``members.headline_figures`` of a classifier run's ``metrics.json``."""
+    from physattack.evaluate.members import headline_figures
+
+    return headline_figures(metrics.get("victim_names") or [], metrics.get("heldout"), metrics)
 
 
 def protocol_lines(metrics: dict) -> str:
@@ -247,7 +285,7 @@ def protocol_lines(metrics: dict) -> str:
     from physattack.evaluate.placement import placement_line
     from physattack.evaluate.protocol import heldout_line
 
-    lines = [heldout_line(metrics["heldout"])]
+    lines = [heldout_line(metrics["heldout"], metrics.get("victim_names"))]
     if metrics["heldout"].get("victims"):
         lines.append(members_line(metrics["heldout"]["victims"]))
     if metrics.get("placement"):
@@ -256,8 +294,8 @@ def protocol_lines(metrics: dict) -> str:
 
 
 def task(cfg: DictConfig, run_dir: Path) -> float | None:
-    """The Hydra task: run, print the headline, and return the held-out success rate (task accuracy
-    for reprogramming), the value a Hydra sweeper (e.g. Optuna) optimizes."""
+    """The Hydra task: run, print the headline, and return the rate it quotes (``headline_rate``), the
+    value a Hydra sweeper (e.g. Optuna) optimizes."""
     from physattack.evaluate.drive import drive_headline
 
     metrics = run_attack(cfg, run_dir)
@@ -271,10 +309,7 @@ def task(cfg: DictConfig, run_dir: Path) -> float | None:
     print(headline(metrics))
     print(f"outputs in {run_dir}")
     exit_if_interrupted(metrics)
-    for key in ("attack_success_rate", "task_accuracy"):
-        if isinstance(metrics.get(key), dict):
-            return metrics[key]["rate"]
-    return None
+    return headline_rate(metrics)
 
 
 COMMAND = HydraCommand(

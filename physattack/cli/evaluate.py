@@ -37,6 +37,7 @@ def evaluate_run(cfg: DictConfig, out_dir: str | Path) -> dict:
     summary["victim"] = run.cfg.victim.get("_target_", type(run.victim).__name__)
     summary["run_dir"] = str(run.run_dir)
     attacked = m.get("victim_names") or build.victim_names(run.cfg, run.victim)
+    summary["victim_names"] = list(attacked)
     members = build.protocol_victims(merged, dict(zip(attacked, getattr(run.victim, "members", [run.victim]))),
                                      build.device_of(cfg.device))
     tracker = build.make(cfg.logger, dir=str(out_dir), run_config=OmegaConf.to_container(merged, resolve=True),

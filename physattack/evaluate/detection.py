@@ -335,13 +335,34 @@ def detection_report(metrics: dict, heldout: dict | None, files: dict) -> str:
 
 
 def headline(metrics: dict) -> str:
-    """One line for the terminal: detection clean -> attacked, the objective's success, AP, area."""
+    """One line for the terminal: detection clean -> attacked, the objective's success, AP, area; the
+    detectors the patch was fitted to and how the held-out ones (``heldout.detectors``) read it."""
     c, a, s = metrics["detection_rate_clean"], metrics["detection_rate_attacked"], metrics["attack_success_rate"]
     names = list(metrics.get("victim_names") or [])
-    who = (f" on {names[0]} (the first of the attacked {'+'.join(names)}; every detector is on the detectors line)"
-           if len(names) > 1 else f" on {names[0]}" if names else "")
+    table = (metrics.get("heldout") or {}).get("detectors") or {}
+    rows = table.get("members") or {}
+    who = f" on {names[0]}" if names else ""
+    if len(names) > 1:
+        attacked = {n: rows[n]["detection_rate_attacked"]["rate"] for n in names if n in rows}
+        rates = "/".join(f"{attacked[n]:.1%}".rstrip("%") for n in attacked)
+        who = (f", fitted to {'+'.join(names)} (" + (f"attacked detection {rates}%; " if attacked else "")
+               + f"the rates that follow are {names[0]}'s, the first; every detector is on the detectors line)")
+    elif names:
+        who = f" on {names[0]}, fitted to it"
     return (f"{metrics['attack']}{who}: held-out {metrics['true_label']} detection rate {c['rate']:.1%} clean -> "
             f"{a['rate']:.1%} attacked (of {c['n']} frames, score >= {metrics['score_threshold']:g}); success "
             f"{s['rate']:.1%} (95% CI {s['ci95'][0]:.1%}-{s['ci95'][1]:.1%}, {s['count']}/{s['n']} clean-detected "
-            f"frames); AP@0.5 {metrics['ap50_clean']:.3f} -> {metrics['ap50_attacked']:.3f}; patch covers "
-            f"{metrics['patch_area_fraction']:.1%} of the face.")
+            f"frames); AP@0.5 {metrics['ap50_clean']:.3f} -> {metrics['ap50_attacked']:.3f}; "
+            f"{not_fitted_detectors(table)}; patch covers {metrics['patch_area_fraction']:.1%} of the face.")
+
+
+def not_fitted_detectors(table: dict) -> str:
+    """How the held-out detectors of a detectors table read the patch, in words."""
+    mean = table.get("held_out_mean") or {}
+    if mean.get("detection_rate_attacked") is None:
+        return ("not fitted to: no held-out detector scored, so this is a white-box figure only "
+                "(name held-out detectors in evaluation.detectors)")
+    k = len(mean["victims"])
+    return (f"not fitted to: {k} held-out detector{'' if k == 1 else 's'} ({', '.join(mean['victims'])}) "
+            f"detect{'s' if k == 1 else ''} it {mean['detection_rate_clean']:.1%} clean -> "
+            f"{mean['detection_rate_attacked']:.1%} attacked")

@@ -24,6 +24,7 @@ from torch import Tensor  # noqa: E402
 
 from physattack.atomic import save_figure, save_json, save_rgb_png, save_text  # noqa: E402
 from physattack.evaluate.heldout import HeldOutResult, worst_views  # noqa: E402
+from physattack.evaluate.members import fitted_phrase, headline_figures, not_fitted_phrase  # noqa: E402
 from physattack.evaluate.placement import placement_figure, placement_markdown  # noqa: E402
 from physattack.evaluate.plots import views_gallery  # noqa: E402
 
@@ -301,6 +302,7 @@ def markdown_report(summary: dict, heldout: dict, sanity: list[dict], atlas: dic
               + (f", target set {heldout['target_label_set']}" if heldout.get("target_label_set") else "")
               + f"; {heldout['views']} held-out views (grid axes: "
               + ", ".join(f"{k} ×{len(v)}" for k, v in heldout["grid_axes"].items() if v) + ").", ""]
+    lines += fitted_markdown(summary.get("victim_names") or [], heldout)
     lines += ["| measure | rate [95 % Wilson] (count/n) |", "|---|---|",
               f"| clean accuracy | {_pct(heldout['clean_accuracy'])} |",
               f"| attack success, clean-correct views (RP2) | {_pct(heldout['attack_success_rate'])} |",
@@ -331,6 +333,19 @@ def markdown_report(summary: dict, heldout: dict, sanity: list[dict], atlas: dic
         lines += atlas_markdown(atlas)
     lines += ["## Files", ""] + [f"- `{name}`: {path}" for name, path in files.items()] + [""]
     return "\n".join(lines)
+
+
+def fitted_markdown(victim_names: list[str], heldout: dict) -> list[str]:
+    """The report's headline paragraph: the success quoted (``members.headline_figures``), what the patch
+    was fitted to, and how the victims it was not fitted to read it."""
+    fig = headline_figures(victim_names, heldout)
+    if not fig["fitted_to"] or not fig["success"] or not fig["success"]["n"]:
+        return []
+    lines = [f"**Headline:** {_pct(fig['success'])} success, {fitted_phrase(fig)}; {not_fitted_phrase(fig)}."]
+    if len(fig["fitted_to"]) > 1:
+        lines.append("The first table reads the members' mean probability, which no model the patch meets "
+                     "computes; the headline quotes the lowest member's own rate (each member under *Victims*).")
+    return [" ".join(lines), ""]
 
 
 def write_heldout_outputs(run_dir: str | Path, *, scene, clean_texture, adv_texture, pipeline, grid, victim,

@@ -283,6 +283,78 @@ def members_line(table: dict) -> str:
     return "victims (success over clean-correct views, 95% CI): " + ("; ".join(parts) or "none")
 
 
+def headline_figures(victim_names: Sequence[str], heldout: dict | None = None, grid: dict | None = None) -> dict:
+    """What a classifier run's headline quotes, and which victims the patch was and was not fitted to.
+
+    The success and clean accuracy are the held-out protocol's when it ran (``heldout``: ``metrics.json``'s
+    ``heldout``), else the quick grid's (``grid``: the top level of ``metrics.json``). For an ensemble
+    they are its **lowest attacked member's**, each member scored with its own label sets: the success
+    of the members' mean probability, which the protocol's own table reads, is a figure no model the
+    patch will meet computes. The held-out figures are ``held_out_mean`` and ``held_out_families`` of
+    the members table (None where no held-out victim was scored).
+
+    Returns:
+        ``{"fitted_to", "quoted", "source", "views", "success", "clean_accuracy", "members",
+        "not_fitted_to", "held_out_scored", "held_out_mean", "held_out_min", "held_out_families"}``: ``quoted`` names the
+        victim whose rates are quoted (``"mean probability"`` for an ensemble without a members
+        table), ``members`` maps each attacked member to its success rate (ensembles only).
+    """
+    names = [str(n) for n in victim_names]
+    source = heldout if heldout is not None else (grid or {})
+    table = (heldout or {}).get("victims") or {}
+    rows = table.get("members") or {}
+    quoted = names[0] if len(names) == 1 else "mean probability"
+    success, clean = source.get("attack_success_rate"), source.get("clean_accuracy")
+    members = {}
+    if len(names) > 1:
+        attacked = [n for n in names if rows.get(n, {}).get("role") == ATTACKED]
+        members = {n: rows[n]["attack_success_rate"]["rate"] if rows[n]["attack_success_rate"]["n"] else None
+                   for n in attacked}
+        if attacked:       # undefined (no clean-correct view) counts as the lowest
+            quoted = min(attacked, key=lambda n: -1.0 if members[n] is None else members[n])
+            success, clean = rows[quoted]["attack_success_rate"], rows[quoted]["clean_accuracy"]
+    mean, fam = table.get("held_out_mean") or {}, table.get("held_out_families") or {}
+    return {
+        "fitted_to": names, "quoted": quoted,
+        "source": "held-out protocol" if heldout is not None else "grid",
+        "views": (clean or {}).get("n"), "success": success, "clean_accuracy": clean, "members": members,
+        "not_fitted_to": [n for n, r in rows.items() if r["role"] == HELD_OUT],
+        "held_out_scored": list(mean.get("victims") or []),
+        "held_out_mean": mean.get("attack_success_rate"), "held_out_min": mean.get("attack_success_rate_min"),
+        "held_out_families": {"mean": fam.get("attack_success_rate"), "min": fam.get("attack_success_rate_min"),
+                              "victims": list(fam.get("victims") or []), "families": list(fam.get("families") or [])},
+    }
+
+
+def fitted_phrase(fig: dict) -> str:
+    """Which victims ``headline_figures``' numbers were fitted to, e.g. ``fitted to signnet`` or
+    ``fitted to signnet+zoo_resnet10t+zoo_convnext_atto (members 100.0/100.0/83.3%; the lowest,
+    zoo_convnext_atto, is quoted)``."""
+    names = fig["fitted_to"]
+    if len(names) <= 1:
+        return f"fitted to {names[0]}" if names else "fitted to the run's victim"
+    if not fig["members"]:
+        return f"fitted to {'+'.join(names)} (the success of their mean probability; no member scored alone)"
+    rates = "/".join("n/a" if r is None else f"{r:.1%}".rstrip("%") for r in fig["members"].values())
+    return f"fitted to {'+'.join(names)} (members {rates}%; the lowest, {fig['quoted']}, is quoted)"
+
+
+def not_fitted_phrase(fig: dict) -> str:
+    """How the patch does on the victims ``headline_figures``' numbers were not fitted to, in words."""
+    if fig["held_out_mean"] is None:
+        return ("not fitted to: no held-out victim scored, so this is a white-box figure only "
+                "(name held-out victims in evaluation.victims)")
+    k = len(fig["held_out_scored"])
+    text = (f"not fitted to: {k} held-out victim{'' if k == 1 else 's'} read it {fig['held_out_mean']:.1%} on "
+            f"average (lowest {fig['held_out_min']:.1%})")
+    fam = fig["held_out_families"]
+    if fam["mean"] is not None:
+        n = len(fam["victims"])
+        text += (f", the {n} of families it never saw ({', '.join(fam['families'])}) {fam['mean']:.1%} "
+                 f"(lowest {fam['min']:.1%})")
+    return text
+
+
 def per_condition_rows(table: dict, keys: Sequence[str]) -> list[list]:
     """``[name, role, axis, value, views, *rates of keys]`` for every per-condition row of a members
     (or detectors) table, for a tracker's table. Values as text: an axis holds numbers or preset names,

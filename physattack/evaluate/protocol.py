@@ -180,11 +180,17 @@ def _attacked(victim, result: HeldOutResult, members: dict[str, Member], member_
     return scored, head
 
 
-def heldout_line(heldout: dict) -> str:
+def heldout_line(heldout: dict, victim_names: list[str] | None = None) -> str:
+    """The protocol's rates in one console line, naming whose they are: the run's victim, or an
+    ensemble's mean probability (``victim_names``: the attacked victims)."""
+    names = list(victim_names or [])
+    whose = (f", {names[0]}" if len(names) == 1 else
+             f", the mean probability of {'+'.join(names)} (each member alone on the victims line)" if names else "")
+
     def pct(r):
         return f"{r['rate']:.1%} (95% CI {r['ci95'][0]:.1%}-{r['ci95'][1]:.1%}, {r['count']}/{r['n']})" if r["n"] else "n/a"
     free = heldout["free_successes"]
-    return (f"held-out protocol ({heldout['views']} views): clean accuracy {pct(heldout['clean_accuracy'])}; "
+    return (f"held-out protocol ({heldout['views']} views){whose}: clean accuracy {pct(heldout['clean_accuracy'])}; "
             f"success over clean-correct views {pct(heldout['attack_success_rate'])}; over all views "
             f"{pct(heldout['attack_success_rate_unconditional'])}"
             + (f"; mean target confidence {heldout['mean_target_confidence']:.3f}" if "mean_target_confidence" in heldout else "")

@@ -38,6 +38,14 @@ def test_canonical_command_writes_every_output(tmp_path):
     assert m["clean_accuracy"]["n"] == 8
     assert 0.10 < m["patch_area_fraction"] <= 0.20
     assert "held-out success" in proc.stdout
+    # the main figure says what the patch was fitted to and how the held-out victims read it, in the
+    # terminal, in metrics.json and at the top of report.md
+    last = [line for line in proc.stdout.splitlines() if line.startswith("targeted -> yield")][-1]
+    assert last.startswith("targeted -> yield, fitted to signnet: held-out success"), last
+    assert "views of the held-out protocol" in last and "not fitted to: 9 held-out victims read it" in last
+    assert m["headline"] == last
+    assert "**Headline:**" in (run / "report.md").read_text()
+    assert "held-out protocol (" in proc.stdout and "views), signnet: clean accuracy" in proc.stdout
     assert not list(run.glob(".*tmp*")), "a temporary file was left behind"
     # every attack run ends with the quick drive-by report (conf/drive/quick.yaml: two drives)
     assert m["drive"]["drives"] == 2 and m["drive"]["stack"] == "two-stage" and "stop_rate_attacked" in m["drive"]

@@ -12,7 +12,7 @@ from commands import TINY
 from omegaconf import OmegaConf, open_dict
 
 from physattack.cli import build
-from physattack.cli.attack import attack_and_report, compose
+from physattack.cli.attack import attack_and_report, compose, headline
 from physattack.evaluate.detectors import detectors_line
 from physattack.evaluate.members import tag_members
 from physattack.train.detector import DetectorTraining, save_detector
@@ -102,6 +102,10 @@ def test_held_out_detectors_are_scored_but_never_called_by_the_optimizer(victim,
     for row in table["members"].values():                       # each detector's rates per grid value, too
         assert row["per_condition"] and all(sum(r["views"] for r in rows) == 2 for rows in row["per_condition"].values())
     assert "### Detectors by condition" in report and (tmp_path / "heldout_detectors.png").is_file()
+    line = headline(metrics)                     # the main figure says what it was and was not fitted to
+    assert f"not fitted to: {len(held_out)} held-out detector" in line and line in report
+    assert all(n in line.split("not fitted to")[1] for n in held_out)
+    assert all(n in line.split(":")[0] for n in attacked)
 
 
 def test_per_condition_detection_rates_show_where_a_detector_still_sees_the_sign():

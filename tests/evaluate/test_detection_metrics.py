@@ -98,7 +98,31 @@ def test_the_headline_names_the_detector_its_rates_belong_to():
     metrics = {"attack": "hide", "true_label": "stop", "detection_rate_clean": rate, "detection_rate_attacked": rate,
                "attack_success_rate": rate, "score_threshold": 0.3, "ap50_clean": 1.0, "ap50_attacked": 0.5,
                "patch_area_fraction": 0.19}
-    assert headline({**metrics, "victim_names": ["detnet"]}).startswith("hide on detnet: held-out stop")
-    line = headline({**metrics, "victim_names": ["detnet", "det_fcos"]})
-    assert line.startswith("hide on detnet (the first of the attacked detnet+det_fcos;")
+    line = headline({**metrics, "victim_names": ["detnet"]})
+    assert line.startswith("hide on detnet, fitted to it: held-out stop")
+    assert "no held-out detector scored, so this is a white-box figure only" in line
     assert headline(metrics).startswith("hide: held-out stop")
+
+
+def test_the_headline_says_what_the_patch_was_and_was_not_fitted_to():
+    """A detector pool's headline names every attacked detector with its own attacked detection rate,
+    whose rates the line quotes, and how the held-out detectors read the patch."""
+    from physattack.evaluate.detection import headline
+
+    def r(rate):
+        return {"rate": rate, "ci95": [0.0, 1.0], "count": 0, "n": 120}
+
+    def row(role, attacked):
+        return {"role": role, "detection_rate_clean": r(1.0), "detection_rate_attacked": r(attacked)}
+
+    table = {"members": {"detnet": row("attacked", 0.0), "det_fcos": row("attacked", 0.225),
+                         "det_retinanet": row("held-out", 0.292)},
+             "held_out_mean": {"victims": ["det_retinanet"], "detection_rate_clean": 0.983,
+                               "detection_rate_attacked": 0.292}}
+    metrics = {"attack": "hide", "true_label": "stop", "detection_rate_clean": r(1.0), "detection_rate_attacked": r(0.0),
+               "attack_success_rate": r(1.0), "score_threshold": 0.3, "ap50_clean": 1.0, "ap50_attacked": 0.0,
+               "patch_area_fraction": 0.19, "victim_names": ["detnet", "det_fcos"], "heldout": {"detectors": table}}
+    line = headline(metrics)
+    assert line.startswith("hide, fitted to detnet+det_fcos (attacked detection 0.0/22.5%; the rates that follow "
+                           "are detnet's, the first;"), line
+    assert "not fitted to: 1 held-out detector (det_retinanet) detects it 98.3% clean -> 29.2% attacked" in line

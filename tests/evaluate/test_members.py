@@ -164,7 +164,7 @@ def test_heldout_run_writes_the_table(tmp_path, setup, signnet, sibling):
     rec = Recorder()
     out = HeldOutRun(spy, grid, settings, members=members).evaluate(
         scene=scene, victim=signnet, adv_texture=adv, run_dir=tmp_path / "b", tracker=rec, batch_size=BATCH,
-        summary={"scene": "stop_sign", "attack": "t", "target_label": "yield"})
+        summary={"scene": "stop_sign", "attack": "t", "target_label": "yield", "victim_names": ["signnet"]})
     assert spy.calls == plain.calls                   # the members add no render of the grid
 
     a = json.loads((tmp_path / "a" / "metrics.json").read_text())["heldout"]
@@ -180,6 +180,8 @@ def test_heldout_run_writes_the_table(tmp_path, setup, signnet, sibling):
     assert "| signnet_seed1 | held-out | – | targeted |" in report and "| signnet | attacked | – | targeted |" in report
     assert "`no_yield` (held-out): its labels lack the target 'yield'" in report
     assert "classifier victims only" in report
+    assert "**Headline:**" in report and ", fitted to signnet; not fitted to: 1 held-out victim read it" in report
+    assert "**Headline:**" not in (tmp_path / "a" / "report.md").read_text()     # no victim names, no claim
     assert "heldout/victims" in rec.tables and "heldout/signnet_seed1/clean_accuracy" in rec.summaries
 
     # Each victim's rates per grid value: the run's own victim, scored as a member, gets the same
@@ -250,3 +252,79 @@ def test_per_condition_rates_show_where_one_victim_fails():
     columns, rows = rec.tables["heldout/victims_per_condition"]
     assert ["warm_blind", "held-out", "lighting", "low_sun", 4, 1.0, 0.0] in rows
     wandb.Table(columns=columns, data=rows)     # W&B takes it: preset names and distances share one column
+
+
+def _rate(count: int, n: int = 10) -> dict:
+    return {"rate": count / n if n else float("nan"), "count": count, "n": n, "ci95": [0.0, 1.0]}
+
+
+def _ensemble_metrics() -> dict:
+    """A finished ensemble run's metrics: members a (10/10) and b (7/10) attacked, the ensemble's mean
+    probability 10/10 on the protocol and on the quick grid, a held-out ViT at 4/10 and a sibling of a."""
+    from physattack.evaluate.members import LabelSets, ViewProbs, members_table
+
+    def probs(fooled: int, n: int = 10) -> ViewProbs:
+        return ViewProbs(clean=torch.tensor([[0.9, 0.1]]).repeat(n, 1),
+                         attacked=torch.tensor([[0.2, 0.8]] * fooled + [[0.9, 0.1]] * (n - fooled)))
+
+    members = tag_members(attacked={"a": object(), "b": object()}, held_out={"a_seed1": object(), "vit": object()},
+                          families={"a": "vgg", "b": "convnext", "a_seed1": "vgg", "vit": "vit"})
+    fooled = {"a": 10, "b": 7, "a_seed1": 9, "vit": 4}
+    table = members_table({n: probs(k) for n, k in fooled.items()}, members,
+                          {n: LabelSets((0,), (1,)) for n in members}, {})
+    heldout = {"attack_success_rate": _rate(10), "clean_accuracy": _rate(10), "victims": table}
+    return {"attack": "targeted -> yield", "true_label": "stop", "patch_area_fraction": 0.19,
+            "victim_names": ["a", "b"], "attack_success_rate": _rate(12, 12), "clean_accuracy": _rate(12, 12),
+            "heldout": heldout}
+
+
+def test_the_headline_quotes_an_ensembles_lowest_member_and_what_it_was_not_fitted_to():
+    """The success of the members' mean probability (10/10 here) is a figure no model the patch meets
+    computes: the headline quotes the lowest member's own rate, names every member it was fitted to, and
+    says how the held-out victims read the patch — everywhere the run's main figure is written."""
+    from physattack.cli.attack import headline, headline_rate
+    from physattack.evaluate.heldout_report import fitted_markdown
+    from physattack.evaluate.members import headline_figures
+
+    metrics = _ensemble_metrics()
+    fig = headline_figures(metrics["victim_names"], metrics["heldout"], metrics)
+    assert fig["quoted"] == "b" and fig["success"]["rate"] == pytest.approx(0.7) and fig["members"] == {"a": 1.0, "b": 0.7}
+    assert fig["not_fitted_to"] == ["a_seed1", "vit"] and fig["held_out_mean"] == pytest.approx(0.65)
+    assert fig["held_out_families"]["victims"] == ["vit"] and fig["held_out_families"]["mean"] == pytest.approx(0.4)
+    line = headline(metrics)
+    assert line.startswith("targeted -> yield, fitted to a+b (members 100.0/70.0%; the lowest, b, is quoted): "
+                           "held-out success 70.0%"), line
+    assert "7/10 clean-correct views of the held-out protocol" in line
+    assert ("not fitted to: 2 held-out victims read it 65.0% on average (lowest 40.0%), the 1 of families it never "
+            "saw (vit) 40.0% (lowest 40.0%)") in line
+    assert headline_rate(metrics) == pytest.approx(0.7)            # what a sweeper optimizes is what is quoted
+    report = "\n".join(fitted_markdown(metrics["victim_names"], metrics["heldout"]))
+    assert "70.0%" in report and "fitted to a+b" in report and "the members' mean probability" in report
+
+
+def test_a_single_victims_headline_quotes_the_protocol_and_says_when_nothing_was_held_out():
+    from physattack.cli.attack import headline, headline_rate
+
+    metrics = _ensemble_metrics()
+    metrics["victim_names"] = ["a"]
+    metrics["heldout"]["attack_success_rate"] = _rate(9)           # the protocol, not the 12-view quick grid
+    line = headline(metrics)
+    assert line.startswith("targeted -> yield, fitted to a: held-out success 90.0%") and "of the held-out protocol" in line
+    assert headline_rate(metrics) == pytest.approx(0.9)
+    del metrics["heldout"]                                         # the protocol did not run: the grid, said so
+    line = headline(metrics)
+    assert "held-out success 100.0%" in line and "12/12 clean-correct views of the grid" in line
+    assert "not fitted to: no held-out victim scored, so this is a white-box figure only" in line
+
+
+def test_the_headline_is_recorded_in_metrics_and_the_trackers_summary(tmp_path):
+    from physattack.cli.attack import headline, record_headline
+
+    metrics = _ensemble_metrics()
+    (tmp_path / "metrics.json").write_text(json.dumps({"kept": 1}))
+    rec = Recorder()
+    record_headline(metrics, tmp_path, rec)
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    assert written["kept"] == 1 and written["headline"] == headline(metrics) == metrics["headline"]
+    assert rec.summaries["headline"] == written["headline"]
+    assert rec.summaries["headline/success_rate"] == pytest.approx(0.7)
