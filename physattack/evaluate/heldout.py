@@ -113,11 +113,22 @@ def condition_masks(conditions: list[dict]) -> dict[str, list[tuple[object, Tens
 
 def per_condition_tables(result: HeldOutResult) -> dict[str, list[dict]]:
     """For every grid axis with more than one value: one row per value with its rates."""
+    return condition_rates(result.conditions, result.clean_probs, result.adv_probs, result.true_set,
+                           result.target_set)
+
+
+def condition_rates(conditions: list[dict], clean_probs: Tensor, adv_probs: Tensor, true_set: Sequence[int],
+                    target_set: Sequence[int] | None) -> dict[str, list[dict]]:
+    """One victim's rates per value of every grid axis with more than one value: ``{axis: [{"value",
+    "views", "clean_accuracy", "attack_success_rate", "attack_success_rate_unconditional",
+    ["mean_target_confidence"]}]}``. ``clean_probs``, ``adv_probs``: V×K, in ``conditions``' order."""
+    clean_pred, adv_pred = clean_probs.argmax(1), adv_probs.argmax(1)
+    target = list(target_set) if target_set else None
     tables = {}
-    for axis, groups in condition_masks(result.conditions).items():
+    for axis, groups in condition_masks(conditions).items():
         rows = []
         for v, keep in groups:
-            m = _rates(result, keep)
+            m = classification_metrics(clean_pred[keep], adv_pred[keep], adv_probs[keep], list(true_set), target)
             rows.append({"value": v, "views": m["views"], "clean_accuracy": m["clean_accuracy"],
                          "attack_success_rate": m["attack_success_rate"],
                          "attack_success_rate_unconditional": m["attack_success_rate_unconditional"],

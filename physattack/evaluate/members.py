@@ -46,7 +46,7 @@ import torch
 from torch import Tensor
 
 from physattack.errors import InputError
-from physattack.evaluate.heldout import HeldOutResult, per_condition_tables
+from physattack.evaluate.heldout import condition_rates
 from physattack.evaluate.metrics import classification_metrics
 from physattack.victims.base import VictimError
 
@@ -167,11 +167,8 @@ def member_rates(probs: ViewProbs, sets: LabelSets) -> dict:
 
 def member_conditions(probs: ViewProbs, sets: LabelSets, conditions: list[dict]) -> dict[str, list[dict]]:
     """One victim's rates per value of every grid axis with more than one value (``conditions``: the
-    grid's, in view order), as the run's own victim gets them (``heldout.per_condition_tables``)."""
-    n = len(conditions)
-    result = HeldOutResult(conditions, probs.clean, probs.attacked, torch.zeros(n), torch.zeros(n, dtype=torch.bool),
-                           tuple(sets.true_set), tuple(sets.target_set) if sets.target_set is not None else None)
-    return per_condition_tables(result)
+    grid's, in view order), as the run's own victim gets them (``heldout.condition_rates``)."""
+    return condition_rates(conditions, probs.clean, probs.attacked, sets.true_set, sets.target_set)
 
 
 def members_table(probs: dict[str, ViewProbs], members: dict[str, Member], sets: dict[str, LabelSets],
