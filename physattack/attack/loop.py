@@ -28,7 +28,7 @@ from physattack.atomic import load_torch, save_torch
 from physattack.config import RunConfig
 from physattack.errors import InputError, check_range
 from physattack.attack.mask_search import search_sticker_mask
-from physattack.attack.objectives import DETECTOR_OBJECTIVES, DETECTOR_ONLY, OBJECTIVES, Objective
+from physattack.attack.objectives import DETECTOR_OBJECTIVES, DETECTOR_ONLY, OBJECTIVES, Objective, backward
 from physattack.patch.base import Patch
 from physattack.patch.placement import PlacementError, place_stickers, sticker_pieces, texels_per_mm
 from physattack.printing import non_printability_score, total_variation
@@ -383,11 +383,7 @@ class EOTAttack:
         ``images_grad`` (the rendered images and their gradient, from an ensemble's members) joins
         the loss's backward, so the renderer and the patch are differentiated once."""
         loop.opt.zero_grad(set_to_none=True)
-        if images_grad is None:
-            loss.backward()
-        else:
-            images, grad = images_grad
-            torch.autograd.backward([loss, images], [torch.ones_like(loss), grad])
+        backward(loss, *(images_grad or ()))
         grad_norm = sum(float(p.grad.abs().sum()) for p in loop.setup.patch.parameters() if p.grad is not None)
         loop.opt.step()
         loop.sched.step()

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from physattack.attack.objectives import backward
 from physattack.patch.paint import PaintPatch
 
 
@@ -34,10 +35,7 @@ def search_sticker_mask(*, scene, pipeline, sampler, adversarial: Callable, area
         adv, images_grad = adversarial(views)
         sparsity = l1_weight * delta.abs().sum() / face_texels
         opt.zero_grad(set_to_none=True)
-        if images_grad is None:
-            (adv + sparsity).backward()
-        else:
-            torch.autograd.backward([sparsity, views.images], [torch.ones_like(sparsity), images_grad])
+        backward(sparsity if images_grad is not None else adv + sparsity, views.images, images_grad)
         opt.step()
     with torch.no_grad():
         change = (free.eps * torch.tanh(free.theta)).abs().sum(0, keepdim=True) * scene.face_mask

@@ -10,10 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from physattack.attack import detection_objectives as det
+
+
+def backward(loss: Tensor, images: Tensor | None = None, images_grad: Tensor | None = None) -> None:
+    """``loss.backward()``, joined by the rendered ``images``' gradient ``images_grad`` when an
+    ensemble's members computed it one after another: the renderer and the patch are then
+    differentiated once, for the loss and the members together."""
+    if images_grad is None:
+        loss.backward()
+    else:
+        torch.autograd.backward([loss, images], [torch.ones_like(loss), images_grad])
 
 
 def targeted(logits: Tensor, target: int) -> Tensor:
