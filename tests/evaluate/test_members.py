@@ -272,7 +272,9 @@ def _ensemble_metrics() -> dict:
     fooled = {"a": 10, "b": 7, "a_seed1": 9, "vit": 4}
     table = members_table({n: probs(k) for n, k in fooled.items()}, members,
                           {n: LabelSets((0,), (1,)) for n in members}, {})
-    heldout = {"attack_success_rate": _rate(10), "clean_accuracy": _rate(10), "victims": table}
+    heldout = {"views": 10, "attack_success_rate": _rate(10), "attack_success_rate_unconditional": _rate(10),
+               "clean_accuracy": _rate(10), "free_successes": {"attack_success_rate_outside_atlas": _rate(10)},
+               "victims": table}
     return {"attack": "targeted -> yield", "true_label": "stop", "patch_area_fraction": 0.19,
             "victim_names": ["a", "b"], "attack_success_rate": _rate(12, 12), "clean_accuracy": _rate(12, 12),
             "heldout": heldout}
@@ -285,6 +287,7 @@ def test_the_headline_quotes_an_ensembles_lowest_member_and_what_it_was_not_fitt
     from physattack.cli.attack import headline, headline_rate
     from physattack.evaluate.heldout_report import fitted_markdown
     from physattack.evaluate.members import headline_figures
+    from physattack.evaluate.protocol import heldout_line
 
     metrics = _ensemble_metrics()
     fig = headline_figures(metrics["victim_names"], metrics["heldout"], metrics)
@@ -298,6 +301,8 @@ def test_the_headline_quotes_an_ensembles_lowest_member_and_what_it_was_not_fitt
     assert ("not fitted to: 2 held-out victims read it 65.0% on average (lowest 40.0%), the 1 of families it never "
             "saw (vit) 40.0% (lowest 40.0%)") in line
     assert headline_rate(metrics) == pytest.approx(0.7)            # what a sweeper optimizes is what is quoted
+    assert heldout_line(metrics["heldout"], metrics["victim_names"]).startswith(
+        "held-out protocol (10 views), the mean probability of a+b (each member alone on the victims line): ")
     report = "\n".join(fitted_markdown(metrics["victim_names"], metrics["heldout"]))
     assert "70.0%" in report and "fitted to a+b" in report and "the members' mean probability" in report
 
