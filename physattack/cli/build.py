@@ -363,12 +363,33 @@ class DriveParts:
     settings: object          # physattack.evaluate.drive.DriveSettings
 
 
+def drive_panel(members: dict | None, scene_class: str) -> tuple[dict, dict]:
+    """The drive panel of ``members`` (name -> ``PanelVictim``) and the members left off it with the reason
+    (a detector, or labels without the sign's class)."""
+    from physattack.evaluate.drive import PanelVictim
+    from physattack.evaluate.members import label_sets
+
+    panel, skipped = {}, {}
+    for name, member in (members or {}).items():
+        sets = label_sets(member.victim, scene_class, None)
+        if isinstance(sets, str):
+            skipped[name] = sets
+        else:
+            panel[name] = PanelVictim(member.victim, sets.true_set, member.role, member.family)
+    return panel, skipped
+
+
 def drive_parts(node: DictConfig, *, scene, attacked, victim_names: list[str], renderer, backgrounds, crop_px: int,
-                crop_frame: float, device) -> DriveParts:
+                crop_frame: float, device, members: dict | None = None) -> DriveParts:
     """Build a drive evaluation of the ``attacked`` victim from a ``conf/drive/*.yaml`` node: a classifier is
     read through the two-stage stack (``node.detector`` -> the classifier), a detector alone (or two-stage
     when ``node.classifier`` names a second stage). Bad settings (a braking point beyond the first frame, k > n)
-    are refused here, before any frame is rendered."""
+    are refused here, before any frame is rendered.
+
+    ``members`` (``{name: Member}``, attacked and held out: the held-out protocol's, ``protocol_victims``)
+    become the two-stage stack's panel when the attacked victim is a classifier: each reads the same
+    crops (``physattack.evaluate.drive.PanelVictim``), so the drive report also says what a car with a
+    classifier the patch was not fitted to would do."""
     from physattack.eot.drive import DriveRenderer
     from physattack.evaluate.drive import DetectorStack, TiledDetector, TwoStageStack, check_braking
 
@@ -388,7 +409,7 @@ def drive_parts(node: DictConfig, *, scene, attacked, victim_names: list[str], r
     else:
         detector = victim(node.detector.victim, device)
         names = {"detector": str(node.detector.get("name") or node.detector.victim.get("_target_", "detector")),
-                 "classifier": name}
+                 "classifier": name if len(victim_names) <= 1 else f"the mean probability of {name}"}
         classifier = attacked
     tiled = TiledDetector(detector, dashcam, tuple(scene.texture_size_m), stack_settings)
     frame = stack_settings.crop_frame if stack_settings.crop_frame is not None else crop_frame
@@ -396,6 +417,7 @@ def drive_parts(node: DictConfig, *, scene, attacked, victim_names: list[str], r
     if classifier is None:
         stack = DetectorStack(tiled, detector.label_index(scene.class_name), settings.iou, names)
     else:
+        panel, skipped = drive_panel(members if classifier is attacked else None, scene.class_name)
         stack = TwoStageStack(tiled, classifier, classifier.label_set(scene.class_name), settings.iou, frame, side,
-                              names)
+                              names, panel, skipped)
     return DriveParts(drives, DriveRenderer(renderer, backgrounds, dashcam), stack, settings)

@@ -27,6 +27,12 @@ as its class; the car *stops* when that happens while the sign is still at least
 distance ``v·t_r + v²/(2a)`` away (``braking_distance_m``). Shares of drives that stop, clean and
 attacked, carry Wilson intervals; success of the attack counts the drives that stop clean and run the
 sign attacked (RP2's rule, per drive), beside the unconditional share that runs the sign.
+
+**Victims over the drives.** A two-stage stack can also hand the same crops to a **panel** of
+classifiers (``PanelVictim``: the attacked ones and the held-out ones of the run's held-out protocol,
+``evaluation.victims``): each is judged by the same voting and braking rule on the same frames, so the
+report says whether a car whose classifier the patch was *not* fitted to would still stop, and an
+ensemble's members are judged one by one, as a car runs one model, not the members' mean.
 """
 
 from __future__ import annotations
@@ -277,6 +283,22 @@ class Readings:
     score: Tensor
     box: Tensor
     detections: list[Detections] = field(default_factory=list)
+    panel: dict[str, Tensor] = field(default_factory=dict)    # name -> T bool: that panel victim read the sign
+
+    def verdicts(self) -> Readings:
+        """The same readings without the detections (all a verdict needs)."""
+        return Readings(self.correct, self.label, self.score, self.box, panel=self.panel)
+
+
+@dataclass(frozen=True)
+class PanelVictim:
+    """A classifier a two-stage stack also reads every crop with: its true label set for the sign, its
+    role in the run (``attacked`` or ``held-out``) and its architecture family (None: unknown)."""
+
+    classifier: object
+    true_labels: tuple[int, ...]
+    role: str
+    family: str | None = None
 
 
 def _blank(t: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -332,13 +354,17 @@ class TwoStageStack:
         iou: a detection is on the sign when its IoU with the sign's box is at least this.
         crop_frame: the sign's (box's) width as a share of the crop's, as in the classifier's training crops.
         crop_px: the crops' side in pixels (the classifier resizes as it always does).
+        panel: more classifiers (name -> ``PanelVictim``) that read the same crops; each one's verdicts
+            go into ``Readings.panel``. ``panel_skipped``: name -> why a victim is not on the panel.
     """
 
     kind = "two-stage"
 
     def __init__(self, tiled: TiledDetector, classifier, true_labels: tuple[int, ...], iou: float, crop_frame: float,
-                 crop_px: int, names: dict[str, str]):
+                 crop_px: int, names: dict[str, str], panel: dict[str, PanelVictim] | None = None,
+                 panel_skipped: dict[str, str] | None = None):
         self.tiled, self.classifier, self.iou, self.names = tiled, classifier, iou, names
+        self.panel, self.panel_skipped = dict(panel or {}), dict(panel_skipped or {})
         self.true_labels = torch.tensor(list(true_labels))
         self.crop_frame = check_range("drive.stack.crop_frame", crop_frame, 0.0, 1.0, lo_open=True,
                                       why="the sign's width as a share of the classifier's crop")
@@ -363,6 +389,7 @@ class TwoStageStack:
         thr = self.tiled.detector.score_threshold
         t = len(dets)
         correct, label, score, box = _blank(t)
+        panel = {name: torch.zeros(t, dtype=torch.bool) for name in self.panel}
         found = []
         for i, (d, sign) in enumerate(zip(dets, sign_boxes)):
             hit = _on_sign(d, sign, self.iou, thr)
@@ -373,19 +400,28 @@ class TwoStageStack:
         if found:
             idx = torch.tensor(found)
             crops = self.crops(images[idx], region, box[idx])
-            device = next((p.device for p in self.classifier.parameters()), images.device)
-            probs = torch.softmax(self.classifier(crops.to(device)).float(), -1).cpu()
+            probs = _probs(self.classifier, crops)
             pred = probs.argmax(-1)
             label[idx] = pred
             correct[idx] = torch.isin(pred, self.true_labels)
             score[idx] = probs[:, self.true_labels].sum(-1)
-        return Readings(correct, label, score, box, dets)
+            for name, member in self.panel.items():          # one after another: memory stays near one's
+                panel[name][idx] = torch.isin(_probs(member.classifier, crops).argmax(-1),
+                                              torch.tensor(list(member.true_labels)))
+        return Readings(correct, label, score, box, dets, panel)
+
+
+def _probs(classifier, crops: Tensor) -> Tensor:
+    """``classifier``'s softmax on ``crops``, on the classifier's device, returned on the CPU."""
+    device = next((p.device for p in classifier.parameters()), crops.device)
+    return torch.softmax(classifier(crops.to(device)).float(), -1).cpu()
 
 
 def _cat_readings(parts: list[Readings]) -> Readings:
     return Readings(torch.cat([p.correct for p in parts]), torch.cat([p.label for p in parts]),
                     torch.cat([p.score for p in parts]), torch.cat([p.box for p in parts]),
-                    [d for p in parts for d in p.detections])
+                    [d for p in parts for d in p.detections],
+                    {name: torch.cat([p.panel[name] for p in parts]) for name in (parts[0].panel if parts else {})})
 
 
 # -- judging drives -------------------------------------------------------------------------------
@@ -415,13 +451,15 @@ class DriveOutcome:
     judged: int
     readings: dict[str, Readings]
     recognised: dict[str, int | None]
+    panel_recognised: dict[str, dict[str, int | None]] = field(default_factory=dict)   # texture -> victim -> frame
 
-    def recognised_at_m(self, name: str) -> float | None:
-        i = self.recognised[name]
+    def recognised_at_m(self, name: str, victim: str | None = None) -> float | None:
+        """Where the sign was recognised with texture ``name``, by the stack or by panel ``victim``."""
+        i = self.recognised[name] if victim is None else self.panel_recognised[name][victim]
         return None if i is None else float(self.frames.distance_m[i])
 
-    def stops(self, name: str) -> bool:
-        at = self.recognised_at_m(name)
+    def stops(self, name: str, victim: str | None = None) -> bool:
+        at = self.recognised_at_m(name, victim)
         return at is not None and at >= self.braking_m
 
     def summary(self) -> dict:
@@ -458,10 +496,11 @@ def judge_drive(index: int, drive, frames, renderer, scene, textures: dict[str, 
             views = renderer.render(scene, texture, sub, region=stack.region)
             images = views.images if photograph is None else photograph(views.images)
             read = stack.read(images, views.region, views.boxes)
-            parts.append(read if whole else Readings(read.correct, read.label, read.score, read.box))
+            parts.append(read if whole else read.verdicts())
         readings[name] = _cat_readings(parts)
     recognised = {n: first_recognition(r.correct, settings.k, settings.n) for n, r in readings.items()}
-    return DriveOutcome(index, drive, frames, braking, judged, readings, recognised)
+    panel = {n: {v: first_recognition(c, settings.k, settings.n) for v, c in r.panel.items()} for n, r in readings.items()}
+    return DriveOutcome(index, drive, frames, braking, judged, readings, recognised, panel)
 
 
 def drive_metrics(outcomes: list[DriveOutcome]) -> dict:
@@ -481,6 +520,34 @@ def drive_metrics(outcomes: list[DriveOutcome]) -> dict:
     return {**block(outcomes),
             "by_speed": {f"{s:g}": block([o for o in outcomes if o.drive.speed_kmh == s]) for s in speeds},
             "by_lighting": {li: block([o for o in outcomes if o.drive.light == li]) for li in lights}}
+
+
+def panel_metrics(outcomes: list[DriveOutcome], panel: dict[str, PanelVictim], skipped: dict[str, str] | None = None
+                  ) -> dict:
+    """Each panel victim's shares of drives that stop, clean and attacked, and the attack's success on it
+    (drives it stops in clean and runs attacked, over those it stops in clean); the held-out victims'
+    mean success, and that of the held-out victims of families no attacked victim belongs to (as the
+    held-out protocol's members table, ``physattack.evaluate.members``)."""
+    attacked = bool(outcomes) and "attacked" in outcomes[0].readings
+    rows = {}
+    for name, member in panel.items():
+        clean = torch.tensor([o.stops("clean", name) for o in outcomes], dtype=torch.bool)
+        row = {"role": member.role, "family": member.family, "drives": len(outcomes), "stop_rate_clean": rate(clean)}
+        if attacked:
+            adv = torch.tensor([o.stops("attacked", name) for o in outcomes], dtype=torch.bool)
+            row.update(stop_rate_attacked=rate(adv), attack_success_rate=rate(~adv[clean]))
+        rows[name] = row
+    defined = [n for n, r in rows.items() if r["role"] == "held-out" and attacked and r["attack_success_rate"]["n"]]
+    seen = {r["family"] for r in rows.values() if r["role"] == "attacked" and r["family"]}
+    other = [n for n in defined if rows[n]["family"] and rows[n]["family"] not in seen]
+
+    def mean(names: list[str]) -> float | None:
+        return sum(rows[n]["attack_success_rate"]["rate"] for n in names) / len(names) if names else None
+
+    return {"members": rows, "skipped": dict(skipped or {}),
+            "held_out_mean": {"victims": defined, "attack_success_rate": mean(defined)},
+            "held_out_families": {"victims": other, "families": sorted({rows[n]["family"] for n in other}),
+                                  "attack_success_rate": mean(other)}}
 
 
 def evaluate_drives(*, scene, textures: dict[str, Tensor], drives: list, renderer, stack, settings: DriveSettings,
@@ -682,6 +749,8 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
                      f"{d.background} | {o.braking_m:.1f} | {cells[0]} | {cells[1]} |")
     lines += ["", "Drives not drawn are judged until the frame past their braking point (their verdict is known "
               "there): a 'never' means never before the braking point.", ""]
+    if metrics.get("panel"):
+        lines += panel_markdown(metrics["panel"], attacked)
     for kind, paths in files.items():
         if paths:
             lines.append(f"{kind}: " + ", ".join(f"[{p}]({p})" for p in paths))
@@ -689,6 +758,51 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
         lines.append("(OpenCV on this machine cannot write MP4, so the videos are Motion-JPEG AVI, which W&B does not "
                      "play: they are only in this folder.)")
     return "\n".join(lines) + "\n"
+
+
+def panel_markdown(table: dict, attacked: bool) -> list[str]:
+    """The victims-over-the-drives table of ``drive.md``."""
+    lines = ["## Victims over the drives", "",
+             "Every classifier of the run's held-out protocol read the same crops of the same drives, judged by the "
+             "same rule. A held-out one was never called by the optimizer: its row is what a car whose classifier "
+             "the patch was not fitted to would do.", "",
+             "| victim | role | family | stop, clean | stop, attacked | attack success |", "|---|---|---|---|---|---|"]
+    for name, r in table["members"].items():
+        cells = [_pct(r["stop_rate_clean"])] + ([_pct(r["stop_rate_attacked"]), _pct(r["attack_success_rate"])]
+                                                 if attacked else ["", ""])
+        lines.append(f"| {name} | {r['role']} | {r['family'] or '–'} | " + " | ".join(cells) + " |")
+    lines.append("")
+    mean, fam = table["held_out_mean"], table["held_out_families"]
+    if mean["attack_success_rate"] is not None:
+        lines.append(f"Mean attack success over the {len(mean['victims'])} held-out victims that stop in some drive "
+                     f"clean: **{mean['attack_success_rate']:.1%}**"
+                     + (f"; over the {len(fam['victims'])} of families no attacked victim belongs to "
+                        f"({', '.join(fam['families'])}): **{fam['attack_success_rate']:.1%}**."
+                        if fam["attack_success_rate"] is not None else "."))
+        lines.append("")
+    if table["skipped"]:
+        lines += [f"Skipped: {', '.join(f'`{n}` ({why})' for n, why in table['skipped'].items())}.", ""]
+    return lines
+
+
+def panel_phrase(table: dict) -> str:
+    """How the panel fared over the drives, in words: an ensemble's attacked members one by one (a car
+    runs one model, not the members' mean), and the held-out victims' mean (empty when none was scored)."""
+    text = ""
+    attacked = {n: r for n, r in table["members"].items() if r["role"] == "attacked" and "attack_success_rate" in r}
+    if len(attacked) > 1:
+        text += ("; each attacked member alone: " + ", ".join(
+            f"{n} {r['attack_success_rate']['rate']:.1%}" if r["attack_success_rate"]["n"] else f"{n} n/a"
+            for n, r in attacked.items()) + " of the drives it stops in clean")
+    mean, fam = table["held_out_mean"], table["held_out_families"]
+    if mean["attack_success_rate"] is None:
+        return text
+    k = len(mean["victims"])
+    text += (f"; not fitted to: with {k} held-out classifier{'' if k == 1 else 's'} it runs the sign in "
+             f"{mean['attack_success_rate']:.1%} of the drives they stop in clean on average")
+    if fam["attack_success_rate"] is not None:
+        text += f", {fam['attack_success_rate']:.1%} for the {len(fam['victims'])} of families it never saw"
+    return text
 
 
 def drive_setup(dashcam, drives: list) -> str:
@@ -711,6 +825,8 @@ def drive_headline(result: dict) -> str:
         a, s = result["stop_rate_attacked"], result["attack_success_rate"]
         line += (f", {a['rate']:.1%} (95% CI {a['ci95'][0]:.1%}-{a['ci95'][1]:.1%}) attacked; the patch makes it run "
                  f"the sign in {s['rate']:.1%} of the drives it stops in clean ({s['count']}/{s['n']})")
+        if result.get("panel"):
+            line += panel_phrase(result["panel"])
     return line + f"; report {result['report']}"
 
 
@@ -730,6 +846,8 @@ def report_drives(*, out_dir, scene, clean_texture: Tensor, adv_texture: Tensor 
     outcomes = evaluate_drives(scene=scene, textures=textures, drives=drives, renderer=renderer, stack=stack,
                                settings=settings, photograph=photograph, progress=progress)
     metrics = drive_metrics(outcomes)
+    if getattr(stack, "panel", None):
+        metrics["panel"] = panel_metrics(outcomes, stack.panel, getattr(stack, "panel_skipped", None))
     sign_label = scene.class_name
     files: dict[str, list[str]] = {"timelines": [], "videos": []}
     for o in outcomes[:settings.timelines]:
@@ -749,6 +867,17 @@ def report_drives(*, out_dir, scene, clean_texture: Tensor, adv_texture: Tensor 
     if tracker is not None:
         flat = {f"drive/{k}": metrics[k]["rate"] for k in ("stop_rate_clean", "stop_rate_attacked", "run_rate_attacked",
                                                            "attack_success_rate") if k in metrics}
+        panel = metrics.get("panel")
+        if panel:
+            flat.update({f"drive/{n}/attack_success_rate": r["attack_success_rate"]["rate"]
+                         for n, r in panel["members"].items() if "attack_success_rate" in r})
+            for key in ("held_out_mean", "held_out_families"):
+                if panel[key]["attack_success_rate"] is not None:
+                    flat[f"drive/{key}_attack_success_rate"] = panel[key]["attack_success_rate"]
+            keys = ("stop_rate_clean", "stop_rate_attacked", "attack_success_rate")
+            tracker.log_table("drive/victims", ["victim", "role", "family", *keys],
+                              [[n, r["role"], r["family"], *(r[k]["rate"] if k in r else None for k in keys)]
+                               for n, r in panel["members"].items()])
         tracker.summary(flat)
         tracker.log(flat)
         tracker.log_images({f"drive/timeline_{i}": cv2.cvtColor(cv2.imread(str(out_dir / p)), cv2.COLOR_BGR2RGB)

@@ -38,6 +38,11 @@ def test_drive_writes_the_report_timeline_and_video_beside_the_run(finished_run,
     assert ok and frame.shape == (2 * 180, 320, 3)                  # clean above attacked, at half the sensor
     text = (out / "drive.md").read_text()
     assert "two-stage (detnet -> signnet)" in text and "70 km/h (braking 51.0 m)" in text
+    # every classifier of the run's evaluation.victims read the same crops: the attacked one and the held out
+    panel = report["panel"]["members"]
+    assert panel["signnet"]["role"] == "attacked" and panel["zoo_vit"]["role"] == "held-out"
+    assert all(r["drives"] == 1 and "attack_success_rate" in r for r in panel.values())
+    assert "## Victims over the drives" in text and "| zoo_vit | held-out | vit |" in text
     after = tree_digest(finished_run)
     assert {k: v for k, v in after.items() if not k.startswith("drive/")} == before, "the run's own files changed"
     shutil.rmtree(out)

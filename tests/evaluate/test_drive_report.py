@@ -11,8 +11,9 @@ from torch import nn
 from physattack.eot import BackgroundBank
 from physattack.eot.drive import Dashcam, DriveRenderer, DriveSet
 from physattack.errors import InputError
-from physattack.evaluate.drive import (DetectorStack, DriveSettings, StackSettings, TiledDetector, TwoStageStack,
-                                       check_braking, drive_metrics, evaluate_drives, first_recognition)
+from physattack.evaluate.drive import (DetectorStack, DriveSettings, PanelVictim, StackSettings, TiledDetector,
+                                       TwoStageStack, check_braking, drive_headline, drive_metrics, evaluate_drives,
+                                       first_recognition, panel_markdown, panel_metrics)
 from physattack.render import Renderer
 from physattack.victims.base import Classifier
 from physattack.victims.detection import Detections, Detector, DetectorOutput
@@ -162,3 +163,52 @@ def test_tiles_cover_the_search_regions_at_the_detectors_input_size():
     images[:, 0, 528 - y0:537 - y0, 1000 - x0:1009 - x0] = 1.0
     found = tiled(images, tiled.region)[0]
     assert len(found) >= 1 and torch.allclose(found.boxes[0], torch.tensor([1000.0, 528.0, 1009.0, 537.0]), atol=0.6)
+
+
+def test_a_panel_judges_every_classifier_on_the_same_crops_by_the_same_rule(grey_drives, stop_scene):
+    """Each panel victim reads the crops the stack's own classifier reads: one that reads them as the stack's
+    does is recognised at the same frame; the attack's success is counted per victim over the drives it
+    stops in clean, and a victim that never stops clean has no success to average (n = 0)."""
+    drives, renderer = grey_drives
+    tiled = TiledDetector(PlantedDetector(0), CAM, (0.75, 0.75), STACK)
+    panel = {"twin": PanelVictim(PlantedClassifier(0), (0,), "attacked", "vgg"),
+             "sibling": PanelVictim(PlantedClassifier(0), (0,), "held-out", "vgg"),
+             "other": PanelVictim(PlantedClassifier(0), (0,), "held-out", "vit"),
+             "blind": PanelVictim(PlantedClassifier(1), (0,), "held-out", "convnext")}
+    stack = TwoStageStack(tiled, PlantedClassifier(0), (0,), 0.3, 0.62, 32, {"detector": "d", "classifier": "twin"},
+                          panel, {"det": "a detector"})
+    hidden = torch.full_like(stop_scene.texture, GREY)       # the planted detector cannot find it: every victim runs it
+    outcomes = judge(stack, drives, renderer, stop_scene, adv_texture=hidden)
+    for o in outcomes:                                         # drawn (whole) and verdict-only drives alike
+        assert o.panel_recognised["clean"]["twin"] == o.recognised["clean"] is not None
+        assert o.panel_recognised["clean"]["blind"] is None and not o.stops("clean", "blind")
+        assert o.stops("clean", "sibling") and not o.stops("attacked", "sibling")
+    table = panel_metrics(outcomes, stack.panel, stack.panel_skipped)
+    rows = table["members"]
+    assert rows["twin"]["stop_rate_clean"]["rate"] == 1.0 and rows["twin"]["attack_success_rate"]["count"] == 4
+    assert rows["blind"]["stop_rate_clean"]["rate"] == 0.0 and rows["blind"]["attack_success_rate"]["n"] == 0
+    assert table["held_out_mean"] == {"victims": ["sibling", "other"], "attack_success_rate": 1.0}
+    assert table["held_out_families"]["victims"] == ["other"] and table["held_out_families"]["families"] == ["vit"]
+    text = "\n".join(panel_markdown(table, attacked=True))
+    assert "| blind | held-out | convnext | 0.0% [0%-49%] (0/4) | 0.0% [0%-49%] (0/4) | n/a |" in text
+    assert "`det` (a detector)" in text
+    result = {**drive_metrics(outcomes), "panel": table, "stack": "two-stage",
+              "victims": {"detector": "d", "classifier": "twin"}, "report": "drive.md"}
+    line = drive_headline(result)
+    assert ("not fitted to: with 2 held-out classifiers it runs the sign in 100.0% of the drives they stop in clean "
+            "on average, 100.0% for the 1 of families it never saw") in line
+    assert "each attacked member alone" not in line            # one attacked victim: the stack's own figure is its
+
+
+def test_an_ensembles_members_are_judged_one_by_one(grey_drives, stop_scene):
+    """A car runs one model: with an ensemble's members on the panel the headline gives each member's own
+    success beside that of the members' mean."""
+    drives, renderer = grey_drives
+    tiled = TiledDetector(PlantedDetector(0), CAM, (0.75, 0.75), STACK)
+    panel = {"a": PanelVictim(PlantedClassifier(0), (0,), "attacked"), "b": PanelVictim(PlantedClassifier(1), (0,),
+                                                                                          "attacked")}
+    stack = TwoStageStack(tiled, PlantedClassifier(0), (0,), 0.3, 0.62, 32, {}, panel)
+    outcomes = judge(stack, drives[:2], renderer, stop_scene, adv_texture=torch.full_like(stop_scene.texture, GREY))
+    result = {**drive_metrics(outcomes), "panel": panel_metrics(outcomes, panel), "stack": "two-stage",
+              "victims": {"detector": "d", "classifier": "the mean probability of a+b"}, "report": "drive.md"}
+    assert "each attacked member alone: a 100.0%, b n/a of the drives it stops in clean" in drive_headline(result)
