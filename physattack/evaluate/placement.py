@@ -116,7 +116,8 @@ def placement_table(*, scene, clean_texture: Tensor, adv_texture: Tensor, sticke
             texels under ``sticker_mask`` (1×Ht×Wt) are the stickers.
         pipeline, params: the held-out view pipeline and the protocol grid's SceneParams.
         scored: ``{name: Scored}``, the attacked victims.
-        headline_victim: whose cell the headline reports (default: the first).
+        headline_victim: whose cell the headline reports (default: the victim with the lowest success
+            there, e.g. an ensemble's weakest member).
 
     Returns:
         ``metrics.json``'s ``placement``: the settings, ``views`` (the subset's size), ``of`` (the grid's),
@@ -157,7 +158,9 @@ def placement_table(*, scene, clean_texture: Tensor, adv_texture: Tensor, sticke
                 ref = table[name]["reference"]
                 table[name]["cells"].append({"shift_mm": shift, "rotation_deg": rotation, "attack_success_rate": r,
                                              "drop_points": _drop(ref, r)})
-    name = headline_victim if headline_victim in table else next(iter(table), None)
+    name = headline_victim if headline_victim in table else None
+    if name is None and table:               # the victim the stickers' placement error hurts most there
+        name = min(table, key=lambda n: _placed_rate(table[n], settings.headline))
     head = None
     if name is not None:
         cell = next(c for c in table[name]["cells"]
@@ -173,6 +176,12 @@ def placement_table(*, scene, clean_texture: Tensor, adv_texture: Tensor, sticke
                    "±rotation_deg; success over each victim's clean-correct views of a seeded subset of the "
                    "protocol grid, the same in every cell",
             "victims": table, "headline": head}
+
+
+def _placed_rate(victim: dict, cell: list) -> float:
+    """A victim's success in the headline ``cell`` ([shift_mm, rotation_deg]); -1 where undefined."""
+    r = next(c for c in victim["cells"] if [c["shift_mm"], c["rotation_deg"]] == cell)["attack_success_rate"]
+    return r["rate"] if r["n"] else -1.0
 
 
 def _list(values) -> str:

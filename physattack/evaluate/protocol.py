@@ -159,9 +159,10 @@ def evaluate_attack(*, scene, victim, clean_texture, adv_texture, pipeline, grid
 
 
 def _attacked(victim, result: HeldOutResult, members: dict[str, Member], member_sets: dict, member_probs: list
-              ) -> tuple[dict[str, Scored], str]:
+              ) -> tuple[dict[str, Scored], str | None]:
     """The victims the placement table scores — the attacked members, and the run's victim when it is
-    none of them (an ensemble) — and the name of the run's victim, whose cell is the headline."""
+    none of them and no ensemble — and whose cell is the headline: the run's victim's, or for an
+    ensemble None, which makes it the lowest member's (a car runs one model, not the members' mean)."""
     scored, head = {}, None
     for (name, sets), probs in zip(member_sets.items(), member_probs):
         if members[name].role != ATTACKED:
@@ -173,8 +174,10 @@ def _attacked(victim, result: HeldOutResult, members: dict[str, Member], member_
                               in_label_set(clean, sets.true_set), hit)
         if members[name].victim is victim:
             head = name
+    if head is None and getattr(victim, "members", None) is not None and scored:
+        return scored, None
     if head is None:
-        head = "ensemble" if getattr(victim, "members", None) is not None else "victim"
+        head = "victim"
         scored = {head: Scored(victim, result.true_set, result.target_set, result.clean_correct, result.success),
                   **scored}
     return scored, head

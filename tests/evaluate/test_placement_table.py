@@ -83,6 +83,38 @@ def test_a_cell_without_error_is_the_protocol_and_costs_no_render(stop_scene, si
         table["victims"]["signnet"]["reference"]["count"]
 
 
+class Constant(torch.nn.Module):
+    """Reads every view as label ``index`` of ``labels``, whatever the stickers."""
+
+    def __init__(self, labels, index: int):
+        super().__init__()
+        self.labels, self.index = labels, index
+
+    def forward(self, images):
+        out = torch.zeros(images.shape[0], len(self.labels))
+        out[:, self.index] = 5.0
+        return out
+
+
+def test_without_a_named_victim_the_headline_is_the_one_placement_error_hurts_most(stop_scene, signnet, setup):
+    """An ensemble names no victim of its own (a car runs one model, not the members' mean): the headline
+    is then the scored victim with the lowest success in the headline cell."""
+    params = setup["grid"].params()
+    yield_set, stop_set = tuple(signnet.label_set("yield")), tuple(signnet.label_set("stop"))
+    every = torch.ones(len(params), dtype=torch.bool)
+    scored = {"fooled": Scored(Constant(signnet.labels, yield_set[0]), stop_set, yield_set, every, every),
+              "stubborn": Scored(Constant(signnet.labels, stop_set[0]), stop_set, yield_set, every, every)}
+    settings = PlacementSettings(shift_mm=[0.0, 5.0], rotation_deg=[0.0], views=2, headline=[5, 0])
+    table = placement_table(scene=stop_scene, clean_texture=stop_scene.texture, adv_texture=setup["adv"],
+                            sticker_mask=setup["mask"], pipeline=setup["pipe"], params=params, scored=scored,
+                            settings=settings)
+    assert table["headline"]["victim"] == "stubborn" and table["headline"]["placed"]["count"] == 0
+    named = placement_table(scene=stop_scene, clean_texture=stop_scene.texture, adv_texture=setup["adv"],
+                            sticker_mask=setup["mask"], pipeline=setup["pipe"], params=params, scored=scored,
+                            settings=settings, headline_victim="fooled")
+    assert named["headline"]["victim"] == "fooled" and named["headline"]["placed"]["rate"] == 1.0
+
+
 def test_the_table_lands_in_metrics_report_and_a_heatmap(tmp_path, stop_scene, signnet, setup):
     settings = HeldOutSettings(atlas=False, placement=PlacementSettings(shift_mm=[0, 5], rotation_deg=[0, 6], views=4))
     out = evaluate_attack(scene=stop_scene, victim=signnet, clean_texture=stop_scene.texture, adv_texture=setup["adv"],
