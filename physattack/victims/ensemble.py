@@ -180,17 +180,28 @@ class Ensemble(nn.Module):
     def eroded(self, member: nn.Module, generator: torch.Generator | None = None) -> Iterator[int]:
         """Within the block, ``member``'s activations are dropped with probability ``erosion`` (ghost
         networks' dropout erosion), the masks drawn from ``generator``; yields the number of layers
-        eroded. A no-op when ``erosion`` is 0 or there is no generator. Evaluation never calls this."""
+        eroded. A no-op when ``erosion`` is 0 or there is no generator. Evaluation never calls this.
+
+        On the CPU the masks come from ``generator`` itself; on another device they are drawn where the
+        activations are, from a generator of that device seeded once per block from ``generator``, so
+        no mask is made on the host and copied per layer, and a seeded run still repeats itself."""
         if self.erosion <= 0 or generator is None:
             yield 0
             return
         keep = 1.0 - self.erosion
+        on_device: dict[torch.device, torch.Generator] = {}
 
         def drop(module, inputs, output):
             if not isinstance(output, Tensor):
                 return output
-            mask = torch.bernoulli(torch.full(output.shape, keep), generator=generator)
-            return output * (mask.to(output.device, output.dtype) / keep)
+            if output.device.type == "cpu":
+                mask = torch.bernoulli(torch.full(output.shape, keep), generator=generator).to(output.dtype)
+            else:
+                if output.device not in on_device:
+                    seed = int(torch.randint(2**62, (1,), generator=generator))
+                    on_device[output.device] = torch.Generator(device=output.device).manual_seed(seed)
+                mask = torch.empty_like(output).bernoulli_(keep, generator=on_device[output.device])
+            return output * (mask / keep)
 
         handles = [m.register_forward_hook(drop) for m in member.modules() if isinstance(m, ERODED_LAYERS)]
         try:

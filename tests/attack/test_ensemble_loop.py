@@ -290,6 +290,27 @@ def test_input_diversity_and_erosion_draw_from_the_runs_generator_so_resume_stay
     assert not torch.equal(full.logits, patch.logits)          # the draws changed what the members saw
 
 
+def test_erosion_masks_are_drawn_on_the_activations_device_and_repeat_with_the_seed(device):
+    """Erosion on the run's device (CUDA under benchmarks/gpu_check.sh): the same seed drops the same
+    activations, another seed others, and gradients pass the dropped layers."""
+    torch.manual_seed(0)
+    member = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                           nn.Linear(8, 2)).to(device)
+    ensemble = Ensemble([bundled("signnet"), bundled("signnet_seed1")], erosion=0.5)
+    x = torch.rand(4, 3, 32, 32, device=device, requires_grad=True)
+
+    def eroded(seed: int):
+        with ensemble.eroded(member, torch.Generator().manual_seed(seed)) as layers:
+            assert layers == 1
+            return member(x)
+
+    a, b, c = eroded(5), eroded(5), eroded(6)
+    assert a.device.type == device.type and torch.equal(a, b) and not torch.equal(a, c)
+    assert not torch.allclose(a, member(x))
+    a[:, 1].sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+
+
 def test_attacks_that_learn_from_one_victims_outputs_refuse_an_ensemble(stop_scene, signnets):
     from physattack.attack import AttackError
     from physattack.attack.reprogram import ReprogramAttack
