@@ -83,6 +83,8 @@ def test_resume_and_evaluate_write_beside_and_change_no_old_file(finished_run, t
                                               "evaluation.grid.camera_effects=[default]"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "heldout" in json.loads((run / "evaluation" / "metrics.json").read_text())
+    assert "views), signnet: clean accuracy" in proc.stdout            # whose rates the console gives
+    assert "**Headline:**" in (run / "evaluation" / "report.md").read_text()
     after = tree_digest(run)
     assert {k: after[k] for k in before} == before, "a file of the earlier run changed"
 
