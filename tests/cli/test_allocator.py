@@ -42,10 +42,16 @@ def faults_of_ten_steps(mode: str) -> tuple[str, int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_a_step_reuses_the_memory_the_last_one_freed():
-    _, default = faults_of_ten_steps("default")
+    # glibc's mmap threshold adapts to the blocks freed, so now and then a process with its defaults settles
+    # where the steps fault little (6 080 once in a full suite run, against 63-111 thousand in six fresh
+    # ones): up to three processes with the defaults, the most faulting one counts.
+    defaults = []
+    while len(defaults) < 3 and (not defaults or defaults[-1] <= 20_000):
+        defaults.append(faults_of_ten_steps("default")[1])
+    default = max(defaults)
     tuned, kept = faults_of_ten_steps("tuned")
     assert tuned == "True"
-    assert default > 20_000, default                # glibc's defaults: tens of MB of fresh pages every step
+    assert default > 20_000, defaults               # glibc's defaults: tens of MB of fresh pages every step
     assert kept < default / 10, (kept, default)
 
 

@@ -57,7 +57,7 @@ def test_hide_runs_end_to_end_on_a_randomly_initialised_detector(victim, tmp_pat
                    tmp_path)
     m = check_run(proc, tmp_path / "run", "hide")
     assert m["true_label"] == "stop sign" and m["target_label"] is None
-    assert m["victim_names"] == [victim] and f"hide on {victim}:" in proc.stdout    # metrics.json names the detector
+    assert m["victim_names"] == [victim] and f"hide on {victim}, fitted to it:" in proc.stdout   # the headline names it
 
 
 @pytest.mark.slow
