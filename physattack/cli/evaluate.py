@@ -43,13 +43,14 @@ def evaluate_run(cfg: DictConfig, out_dir: str | Path) -> dict:
     tracker = build.make(cfg.logger, dir=str(out_dir), run_config=OmegaConf.to_container(merged, resolve=True),
                          _recursive_=False, _convert_="all")
     try:
-        return {"victim_names": list(attacked), **evaluate_attack(scene=run.scene, victim=run.victim, clean_texture=run.scene.texture,
-                               adv_texture=run.adv_texture, pipeline=run.eval_pipeline, grid=grid, target=run.target,
-                               summary=summary, run_dir=out_dir, settings=settings,
-                               atlas_pipeline=run.plain_pipeline(), tracker=tracker,
-                               zero_grad_steps=m.get("zero_gradient_steps"), steps_done=m.get("steps_done"),
-                               batch_size=cfg.eval_batch_size, members=members,
-                               sticker_mask=sticker_mask_of(run.patch))}
+        result = evaluate_attack(scene=run.scene, victim=run.victim, clean_texture=run.scene.texture,
+                                 adv_texture=run.adv_texture, pipeline=run.eval_pipeline, grid=grid, target=run.target,
+                                 summary=summary, run_dir=out_dir, settings=settings,
+                                 atlas_pipeline=run.plain_pipeline(), tracker=tracker,
+                                 zero_grad_steps=m.get("zero_gradient_steps"), steps_done=m.get("steps_done"),
+                                 batch_size=cfg.eval_batch_size, members=members,
+                                 sticker_mask=sticker_mask_of(run.patch))
+        return {"victim_names": list(attacked), **result}
     finally:
         tracker.finish()
 

@@ -499,7 +499,8 @@ def judge_drive(index: int, drive, frames, renderer, scene, textures: dict[str, 
             parts.append(read if whole else read.verdicts())
         readings[name] = _cat_readings(parts)
     recognised = {n: first_recognition(r.correct, settings.k, settings.n) for n, r in readings.items()}
-    panel = {n: {v: first_recognition(c, settings.k, settings.n) for v, c in r.panel.items()} for n, r in readings.items()}
+    panel = {n: {v: first_recognition(c, settings.k, settings.n) for v, c in r.panel.items()}
+             for n, r in readings.items()}
     return DriveOutcome(index, drive, frames, braking, judged, readings, recognised, panel)
 
 

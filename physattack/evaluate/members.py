@@ -292,9 +292,10 @@ def headline_figures(victim_names: Sequence[str], heldout: dict | None = None, g
 
     Returns:
         ``{"fitted_to", "quoted", "source", "views", "success", "clean_accuracy", "members",
-        "not_fitted_to", "held_out_scored", "held_out_mean", "held_out_min", "held_out_families"}``: ``quoted`` names the
-        victim whose rates are quoted (``"mean probability"`` for an ensemble without a members
-        table), ``members`` maps each attacked member to its success rate (ensembles only).
+        "not_fitted_to", "held_out_scored", "held_out_mean", "held_out_min", "held_out_families"}``:
+        ``quoted`` names the victim whose rates are quoted (``"mean probability"`` for an ensemble
+        without a members table), ``members`` maps each attacked member to its success rate
+        (ensembles only).
     """
     names = [str(n) for n in victim_names]
     source = heldout if heldout is not None else (grid or {})

@@ -119,8 +119,8 @@ def test_the_headline_says_what_the_patch_was_and_was_not_fitted_to():
                          "det_retinanet": row("held-out", 0.292)},
              "held_out_mean": {"victims": ["det_retinanet"], "detection_rate_clean": 0.983,
                                "detection_rate_attacked": 0.292}}
-    metrics = {"attack": "hide", "true_label": "stop", "detection_rate_clean": r(1.0), "detection_rate_attacked": r(0.0),
-               "attack_success_rate": r(1.0), "score_threshold": 0.3, "ap50_clean": 1.0, "ap50_attacked": 0.0,
+    metrics = {"attack": "hide", "true_label": "stop", "detection_rate_clean": r(1.0),
+               "detection_rate_attacked": r(0.0), "attack_success_rate": r(1.0), "score_threshold": 0.3, "ap50_clean": 1.0, "ap50_attacked": 0.0,
                "patch_area_fraction": 0.19, "victim_names": ["detnet", "det_fcos"], "heldout": {"detectors": table}}
     line = headline(metrics)
     assert line.startswith("hide, fitted to detnet+det_fcos (attacked detection 0.0/22.5%; the rates that follow "

@@ -291,7 +291,8 @@ def test_the_headline_quotes_an_ensembles_lowest_member_and_what_it_was_not_fitt
 
     metrics = _ensemble_metrics()
     fig = headline_figures(metrics["victim_names"], metrics["heldout"], metrics)
-    assert fig["quoted"] == "b" and fig["success"]["rate"] == pytest.approx(0.7) and fig["members"] == {"a": 1.0, "b": 0.7}
+    assert fig["quoted"] == "b" and fig["success"]["rate"] == pytest.approx(0.7)
+    assert fig["members"] == {"a": 1.0, "b": 0.7}
     assert fig["not_fitted_to"] == ["a_seed1", "vit"] and fig["held_out_mean"] == pytest.approx(0.65)
     assert fig["held_out_families"]["victims"] == ["vit"] and fig["held_out_families"]["mean"] == pytest.approx(0.4)
     line = headline(metrics)
@@ -314,7 +315,8 @@ def test_a_single_victims_headline_quotes_the_protocol_and_says_when_nothing_was
     metrics["victim_names"] = ["a"]
     metrics["heldout"]["attack_success_rate"] = _rate(9)           # the protocol, not the 12-view quick grid
     line = headline(metrics)
-    assert line.startswith("targeted -> yield, fitted to a: held-out success 90.0%") and "of the held-out protocol" in line
+    assert line.startswith("targeted -> yield, fitted to a: held-out success 90.0%")
+    assert "of the held-out protocol" in line
     assert headline_rate(metrics) == pytest.approx(0.9)
     del metrics["heldout"]                                         # the protocol did not run: the grid, said so
     line = headline(metrics)
