@@ -111,7 +111,7 @@ def drive_parts(cfg: DictConfig, parts: build.AttackParts, run: RunConfig, devic
     return build.drive_parts(node, scene=parts.scene, attacked=parts.victim, victim_names=parts.victim_names,
                              renderer=parts.eval_pipeline.renderer, backgrounds=parts.eval_pipeline.backgrounds,
                              crop_px=run.image_size, crop_frame=float(grid.frame), device=device,
-                             members=parts.heldout.members if parts.heldout is not None else None)
+                             members=parts.heldout.members if parts.heldout is not None else parts.detectors)
 
 
 def report_drive(drive: build.DriveParts, parts: build.AttackParts, run: RunConfig, run_dir: Path, tracker,

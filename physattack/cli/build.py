@@ -9,7 +9,7 @@ from their config group; what they raise (an ``InputError``) is unwrapped so the
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -363,14 +363,26 @@ class DriveParts:
     settings: object          # physattack.evaluate.drive.DriveSettings
 
 
-def drive_panel(members: dict | None, scene_class: str) -> tuple[dict, dict]:
-    """The drive panel of ``members`` (name -> ``PanelVictim``) and the members left off it with the reason
-    (a detector, or labels without the sign's class)."""
+def drive_panel(members: dict | None, scene_class: str, detectors: bool = False) -> tuple[dict, dict]:
+    """The drive panel of ``members`` (name -> ``PanelVictim``) and the members left off it with the reason:
+    classifiers for a two-stage stack, detectors (``detectors=True``) for a detector stack; a member of the
+    other kind, or without the sign's class, is skipped."""
     from physattack.evaluate.drive import PanelVictim
     from physattack.evaluate.members import label_sets
+    from physattack.victims.base import VictimError
 
     panel, skipped = {}, {}
     for name, member in (members or {}).items():
+        if is_detector(member.victim) != detectors:
+            skipped[name] = "a classifier, on a detector stack" if detectors else "a detector, on a two-stage stack"
+            continue
+        if detectors:
+            try:
+                panel[name] = PanelVictim(member.victim, (member.victim.label_index(scene_class),), member.role,
+                                          member.family)
+            except VictimError:
+                skipped[name] = f"its labels lack the scene's class '{scene_class}'"
+            continue
         sets = label_sets(member.victim, scene_class, None)
         if isinstance(sets, str):
             skipped[name] = sets
@@ -386,10 +398,11 @@ def drive_parts(node: DictConfig, *, scene, attacked, victim_names: list[str], r
     when ``node.classifier`` names a second stage). Bad settings (a braking point beyond the first frame, k > n)
     are refused here, before any frame is rendered.
 
-    ``members`` (``{name: Member}``, attacked and held out: the held-out protocol's, ``protocol_victims``)
-    become the two-stage stack's panel when the attacked victim is a classifier: each reads the same
-    crops (``physattack.evaluate.drive.PanelVictim``), so the drive report also says what a car with a
-    classifier the patch was not fitted to would do."""
+    ``members`` (``{name: Member}``, attacked and held out: the held-out protocol's, ``protocol_victims``
+    or ``protocol_detectors``) become the stack's panel (``physattack.evaluate.drive.PanelVictim``): for a
+    classifier run each classifier reads the two-stage stack's crops, for a detector run alone each
+    detector scans the same frames, so the drive report also says what a car whose model the patch was
+    not fitted to would do, and judges an ensemble's members one by one."""
     from physattack.eot.drive import DriveRenderer
     from physattack.evaluate.drive import DetectorStack, TiledDetector, TwoStageStack, check_braking
 
@@ -415,7 +428,10 @@ def drive_parts(node: DictConfig, *, scene, attacked, victim_names: list[str], r
     frame = stack_settings.crop_frame if stack_settings.crop_frame is not None else crop_frame
     side = stack_settings.crop_px if stack_settings.crop_px is not None else crop_px
     if classifier is None:
-        stack = DetectorStack(tiled, detector.label_index(scene.class_name), settings.iou, names)
+        panel, skipped = drive_panel(members, scene.class_name, detectors=True)
+        panel = {n: replace(m, model=TiledDetector(m.model, dashcam, tuple(scene.texture_size_m), stack_settings))
+                 for n, m in panel.items()}
+        stack = DetectorStack(tiled, detector.label_index(scene.class_name), settings.iou, names, panel, skipped)
     else:
         panel, skipped = drive_panel(members if classifier is attacked else None, scene.class_name)
         stack = TwoStageStack(tiled, classifier, classifier.label_set(scene.class_name), settings.iou, frame, side,

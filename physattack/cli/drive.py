@@ -47,8 +47,8 @@ def run_drive(cfg: DictConfig, out_dir: str | Path) -> dict:
     summary = {"scene": run.scene.name, "attack": run.metrics.get("attack") or (
         f"targeted -> {run.target}" if run.target else str(run.cfg.attack.get("objective", "untargeted"))),
         "run_dir": str(run.run_dir)}
-    members = None if build.is_detector(run.victim) else build.protocol_victims(
-        run.cfg, dict(zip(names, getattr(run.victim, "members", [run.victim]))), device)
+    pool = build.protocol_detectors if build.is_detector(run.victim) else build.protocol_victims
+    members = pool(run.cfg, dict(zip(names, getattr(run.victim, "members", [run.victim]))), device)
     parts = build.drive_parts(cfg.drive, scene=run.scene, attacked=run.victim, victim_names=names,
                               renderer=run.renderer, backgrounds=run.eval_bank, crop_px=run.image_size[0],
                               crop_frame=float(run.cfg.eot.grid.frame), device=device, members=members)

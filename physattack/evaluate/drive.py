@@ -292,10 +292,11 @@ class Readings:
 
 @dataclass(frozen=True)
 class PanelVictim:
-    """A classifier a two-stage stack also reads every crop with: its true label set for the sign, its
-    role in the run (``attacked`` or ``held-out``) and its architecture family (None: unknown)."""
+    """A model a stack also reads every frame with: a classifier (two-stage stacks: it labels the same
+    crops) or a ``TiledDetector`` (detector stacks: it scans the same frames); its true label set for
+    the sign, its role in the run (``attacked`` or ``held-out``) and its architecture family."""
 
-    classifier: object
+    model: object
     true_labels: tuple[int, ...]
     role: str
     family: str | None = None
@@ -314,17 +315,25 @@ def _on_sign(det: Detections, sign_box: Tensor, iou: float, threshold: float) ->
 
 
 class DetectorStack:
-    """(a) A detector alone: a frame reads the sign when a box of its class overlaps it."""
+    """(a) A detector alone: a frame reads the sign when a box of its class overlaps it.
+
+    ``panel``: more detectors (name -> ``PanelVictim`` holding a ``TiledDetector``) that scan the same
+    frames by the same rule, each one's verdicts in ``Readings.panel``; the frames rendered then cover
+    every panel detector's search region too. ``panel_skipped``: name -> why one is not on the panel."""
 
     kind = "detector"
 
-    def __init__(self, tiled: TiledDetector, true_label: int, iou: float, names: dict[str, str]):
+    def __init__(self, tiled: TiledDetector, true_label: int, iou: float, names: dict[str, str],
+                 panel: dict[str, PanelVictim] | None = None, panel_skipped: dict[str, str] | None = None):
         self.tiled, self.true_label, self.iou, self.names = tiled, true_label, iou, names
         self.labels = tuple(tiled.detector.labels)
+        self.panel, self.panel_skipped = dict(panel or {}), dict(panel_skipped or {})
 
     @property
     def region(self) -> Region:
-        return self.tiled.region
+        regions = [self.tiled.region] + [m.model.region for m in self.panel.values()]
+        return (min(r[0] for r in regions), min(r[1] for r in regions),
+                max(r[2] for r in regions), max(r[3] for r in regions))
 
     def read(self, images: Tensor, region: Region, sign_boxes: Tensor) -> Readings:
         dets = self.tiled(images, region)
@@ -341,7 +350,17 @@ class DetectorStack:
                 j = int(torch.nonzero(hit).flatten()[d.scores[hit].argmax()])
                 label[i], box[i] = int(d.labels[j]), d.boxes[j]
                 correct[i] = bool((hit & (d.labels == self.true_label)).any())
-        return Readings(correct, label, score, box, dets)
+        panel = {name: _sees(member.model(images, region), sign_boxes, member.true_labels, self.iou,
+                             member.model.detector.score_threshold) for name, member in self.panel.items()}
+        return Readings(correct, label, score, box, dets, panel)
+
+
+def _sees(dets: list[Detections], sign_boxes: Tensor, true_labels: tuple[int, ...], iou: float,
+          threshold: float) -> Tensor:
+    """T bool: a box of one of ``true_labels`` (score >= ``threshold``) overlaps the sign in the frame."""
+    wanted = torch.tensor(list(true_labels))
+    return torch.tensor([bool((_on_sign(d, sign, iou, threshold) & torch.isin(d.labels, wanted)).any())
+                         for d, sign in zip(dets, sign_boxes)], dtype=torch.bool)
 
 
 class TwoStageStack:
@@ -406,7 +425,7 @@ class TwoStageStack:
             correct[idx] = torch.isin(pred, self.true_labels)
             score[idx] = probs[:, self.true_labels].sum(-1)
             for name, member in self.panel.items():          # one after another: memory stays near one's
-                panel[name][idx] = torch.isin(_probs(member.classifier, crops).argmax(-1),
+                panel[name][idx] = torch.isin(_probs(member.model, crops).argmax(-1),
                                               torch.tensor(list(member.true_labels)))
         return Readings(correct, label, score, box, dets, panel)
 
@@ -763,10 +782,12 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
 
 def panel_markdown(table: dict, attacked: bool) -> list[str]:
     """The victims-over-the-drives table of ``drive.md``."""
+    kind = table.get("kind", "classifier")
+    seen = "read the same crops" if kind == "classifier" else "scanned the same frames"
     lines = ["## Victims over the drives", "",
-             "Every classifier of the run's held-out protocol read the same crops of the same drives, judged by the "
-             "same rule. A held-out one was never called by the optimizer: its row is what a car whose classifier "
-             "the patch was not fitted to would do.", "",
+             f"Every {kind} of the run's held-out protocol {seen} of the same drives, judged by the same rule. A "
+             f"held-out one was never called by the optimizer: its row is what a car whose {kind} the patch was "
+             "not fitted to would do.", "",
              "| victim | role | family | stop, clean | stop, attacked | attack success |", "|---|---|---|---|---|---|"]
     for name, r in table["members"].items():
         cells = [_pct(r["stop_rate_clean"])] + ([_pct(r["stop_rate_attacked"]), _pct(r["attack_success_rate"])]
@@ -798,8 +819,8 @@ def panel_phrase(table: dict) -> str:
     mean, fam = table["held_out_mean"], table["held_out_families"]
     if mean["attack_success_rate"] is None:
         return text
-    k = len(mean["victims"])
-    text += (f"; not fitted to: with {k} held-out classifier{'' if k == 1 else 's'} it runs the sign in "
+    k, kind = len(mean["victims"]), table.get("kind", "classifier")
+    text += (f"; not fitted to: with {k} held-out {kind}{'' if k == 1 else 's'} it runs the sign in "
              f"{mean['attack_success_rate']:.1%} of the drives they stop in clean on average")
     if fam["attack_success_rate"] is not None:
         text += f", {fam['attack_success_rate']:.1%} for the {len(fam['victims'])} of families it never saw"
@@ -848,7 +869,8 @@ def report_drives(*, out_dir, scene, clean_texture: Tensor, adv_texture: Tensor 
                                settings=settings, photograph=photograph, progress=progress)
     metrics = drive_metrics(outcomes)
     if getattr(stack, "panel", None):
-        metrics["panel"] = panel_metrics(outcomes, stack.panel, getattr(stack, "panel_skipped", None))
+        metrics["panel"] = {**panel_metrics(outcomes, stack.panel, getattr(stack, "panel_skipped", None)),
+                            "kind": "detector" if stack.kind == "detector" else "classifier"}
     sign_label = scene.class_name
     files: dict[str, list[str]] = {"timelines": [], "videos": []}
     for o in outcomes[:settings.timelines]:

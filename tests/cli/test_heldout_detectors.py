@@ -134,6 +134,26 @@ def test_a_detector_without_the_scene_class_and_a_classifier_are_skipped_with_th
     assert table["skipped"]["signnet"]["reason"].startswith("a classifier")
 
 
+def test_the_drive_panel_of_a_detector_run_is_its_detectors_each_on_its_own_tiles(stop_scene):
+    """A detector run's drive stack scans the frames with each detector of its pool (attacked and held
+    out); a classifier or a detector without the sign's class is left off, with the reason."""
+    from omegaconf import OmegaConf
+    from physattack.victims import load_signnet
+
+    other = DetectorTraining(arch="fcos", image_size=64, fpn_channels=32).architecture(["yield", "one_way"])
+    members = tag_members(attacked={"detnet": load_detnet()},
+                          held_out={"no_stop": sign_detector(other).freeze(), "signnet": load_signnet()})
+    node = OmegaConf.merge(build.drive_config("quick"), {"dashcam": {"width_px": 640, "height_px": 360}})
+    parts = build.drive_parts(node, scene=stop_scene, attacked=members["detnet"].victim, victim_names=["detnet"],
+                              renderer=None, backgrounds=torch.zeros(1, 3, 8, 8), crop_px=64, crop_frame=0.6,
+                              device=torch.device("cpu"), members=members)
+    stack = parts.stack
+    assert stack.kind == "detector" and list(stack.panel) == ["detnet"]
+    assert stack.panel["detnet"].model.detector is members["detnet"].victim and stack.panel["detnet"].role == "attacked"
+    assert stack.panel_skipped == {"no_stop": "its labels lack the scene's class 'stop'",
+                                   "signnet": "a classifier, on a detector stack"}
+
+
 def test_an_ensemble_member_without_the_label_is_one_sentence_naming_it(tiny_weights):
     yield_only = sign_detector(DetectorTraining(arch="ssdlite", image_size=64).architecture(["yield"])).freeze()
     ensemble = Ensemble([load_detnet(), yield_only], names=["detnet", "det_yield"])

@@ -212,3 +212,31 @@ def test_an_ensembles_members_are_judged_one_by_one(grey_drives, stop_scene):
     result = {**drive_metrics(outcomes), "panel": panel_metrics(outcomes, panel), "stack": "two-stage",
               "victims": {"detector": "d", "classifier": "the mean probability of a+b"}, "report": "drive.md"}
     assert "each attacked member alone: a 100.0%, b n/a of the drives it stops in clean" in drive_headline(result)
+
+
+def test_a_detector_stacks_panel_scans_the_same_frames_with_each_detector(grey_drives, stop_scene):
+    """Each panel detector scans the frames on its own tiles: one that finds the sign as its class stops
+    every drive clean, one that calls it something else never does; the frames cover every panel
+    detector's search region (a bigger input needs a wider one)."""
+    drives, renderer = grey_drives
+
+    def tiled(label, size=64):
+        det = PlantedDetector(label)
+        det.input_size = size
+        return TiledDetector(det, CAM, (0.75, 0.75), STACK)
+
+    panel = {"right": PanelVictim(tiled(0, 96), (0,), "held-out", "a"),
+             "wrong": PanelVictim(tiled(1), (0,), "held-out", "b")}
+    stack = DetectorStack(tiled(0), 0, 0.3, {"detector": "d"}, panel)
+    assert all(lo <= inner for lo, inner in zip(stack.region[:2], panel["right"].model.region[:2]))
+    assert all(hi >= inner for hi, inner in zip(stack.region[2:], panel["right"].model.region[2:]))
+    outcomes = judge(stack, drives[:2], renderer, stop_scene, adv_texture=torch.full_like(stop_scene.texture, GREY))
+    assert all(o.stops("clean", "right") and not o.stops("attacked", "right") for o in outcomes)
+    assert not any(o.stops("clean", "wrong") for o in outcomes)
+    assert panel["right"].model.detector.calls > 0
+    result = {**drive_metrics(outcomes), "panel": {**panel_metrics(outcomes, panel), "kind": "detector"},
+              "stack": "detector", "victims": {"detector": "d"}, "report": "drive.md"}
+    assert ("not fitted to: with 1 held-out detector it runs the sign in 100.0% of the drives they stop in clean"
+            in drive_headline(result))
+    assert "Every detector of the run's held-out protocol scanned the same frames" in "\n".join(
+        panel_markdown(result["panel"], attacked=True))
