@@ -307,7 +307,7 @@ def task(cfg: DictConfig, run_dir: Path) -> float | None:
         print(protocol_lines(metrics))
     if "drive" in metrics:
         print(drive_headline(metrics["drive"]))
-    print(headline(metrics))
+    print(metrics.get("headline") or headline(metrics))     # run_attack recorded it (record_headline)
     print(f"outputs in {run_dir}")
     exit_if_interrupted(metrics)
     return headline_rate(metrics)

@@ -49,6 +49,7 @@ from torchvision.ops import batched_nms, box_iou, roi_align
 
 from physattack.eot.drive import Dashcam, braking_distance_m, face_corners, projected_boxes
 from physattack.errors import InputError, check_interval, check_range
+from physattack.evaluate.members import held_out_selection
 from physattack.evaluate.metrics import rate
 from physattack.victims.detection import Detections
 
@@ -557,9 +558,8 @@ def panel_metrics(outcomes: list[DriveOutcome], panel: dict[str, PanelVictim], s
             adv = torch.tensor([o.stops("attacked", name) for o in outcomes], dtype=torch.bool)
             row.update(stop_rate_attacked=rate(adv), attack_success_rate=rate(~adv[clean]))
         rows[name] = row
-    defined = [n for n, r in rows.items() if r["role"] == "held-out" and attacked and r["attack_success_rate"]["n"]]
-    seen = {r["family"] for r in rows.values() if r["role"] == "attacked" and r["family"]}
-    other = [n for n in defined if rows[n]["family"] and rows[n]["family"] not in seen]
+    defined, other = held_out_selection(rows, {r["family"] for r in rows.values()
+                                               if r["role"] == "attacked" and r["family"]})
 
     def mean(names: list[str]) -> float | None:
         return sum(rows[n]["attack_success_rate"]["rate"] for n in names) / len(names) if names else None
@@ -868,8 +868,8 @@ def report_drives(*, out_dir, scene, clean_texture: Tensor, adv_texture: Tensor 
     outcomes = evaluate_drives(scene=scene, textures=textures, drives=drives, renderer=renderer, stack=stack,
                                settings=settings, photograph=photograph, progress=progress)
     metrics = drive_metrics(outcomes)
-    if getattr(stack, "panel", None):
-        metrics["panel"] = {**panel_metrics(outcomes, stack.panel, getattr(stack, "panel_skipped", None)),
+    if stack.panel:
+        metrics["panel"] = {**panel_metrics(outcomes, stack.panel, stack.panel_skipped),
                             "kind": "detector" if stack.kind == "detector" else "classifier"}
     sign_label = scene.class_name
     files: dict[str, list[str]] = {"timelines": [], "videos": []}

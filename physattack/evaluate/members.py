@@ -180,9 +180,8 @@ def members_table(probs: dict[str, ViewProbs], members: dict[str, Member], sets:
                    **({"per_condition": member_conditions(probs[name], sets[name], conditions)}
                       if conditions is not None else {})} for name in sets}
     held = [n for n, r in rows.items() if r["role"] == HELD_OUT]
-    defined = [n for n in held if rows[n]["attack_success_rate"]["n"]]
     attacked_families = sorted({m.family for m in members.values() if m.role == ATTACKED and m.family})
-    other = [n for n in defined if rows[n]["family"] and rows[n]["family"] not in attacked_families]
+    defined, other = held_out_selection(rows, attacked_families)
 
     def mean(names, key):
         return sum(rows[n][key]["rate"] for n in names) / len(names) if names else None
@@ -209,6 +208,14 @@ def members_table(probs: dict[str, ViewProbs], members: dict[str, Member], sets:
         },
         "scope": SCOPE,
     }
+
+
+def held_out_selection(rows: dict[str, dict], attacked_families: Sequence[str], key: str = "attack_success_rate"
+                       ) -> tuple[list[str], list[str]]:
+    """Which rows (name -> ``{"role", "family", key: rate}``) the held-out means average: the held-out
+    ones whose ``key`` rate is defined, and those of them of a family no attacked victim belongs to."""
+    defined = [n for n, r in rows.items() if r["role"] == HELD_OUT and key in r and r[key]["n"]]
+    return defined, [n for n in defined if rows[n]["family"] and rows[n]["family"] not in attacked_families]
 
 
 def check_members(members: dict[str, Member], scene_class: str, target: str | None
