@@ -1,9 +1,12 @@
 """Run folders: a run writes only into a new folder of its own, or inside the folder ``resume=`` names;
 nothing another run left is ever overwritten.
 
-The door claims the folder before Hydra writes its ``.hydra/`` files: an explicit ``hydra.run.dir`` that
-already holds files is refused; a default (time-stamped) one that is taken moves on to ``-2``, ``-3``...;
-``resume=<run>`` puts the continuing run in ``<run>/resume`` (``resume-2``, ...), beside the old files.
+The door resolves the folder (``~``, ``..``, symlinks) and claims it before Hydra writes its ``.hydra/``
+files: the claim is a file created with O_CREAT|O_EXCL, so of two runs started into one folder at the
+same moment exactly one wins. An explicit ``hydra.run.dir`` that already holds files (or that another
+run has just claimed) is refused; a default (time-stamped) one that is taken moves on to ``-2``,
+``-3``...; ``resume=<run>`` puts the continuing run in ``<run>/resume`` (``resume-2``, ...), beside the
+old files. Every command that writes a folder (exports, drives, evaluations) takes it here.
 """
 
 from __future__ import annotations
@@ -17,22 +20,92 @@ from pathlib import Path
 from physattack.errors import InputError
 
 
-def free_folder(path: str | Path) -> Path:
-    """``path`` if it does not exist or is empty, else the first free ``path-2``, ``path-3``, ..."""
-    path = Path(path)
-    candidate, k = path, 2
-    while candidate.exists() and (not candidate.is_dir() or any(candidate.iterdir())):
-        candidate, k = path.with_name(f"{path.name}-{k}"), k + 1
-    return candidate
+#: The file that marks a folder as taken by one run. It is created with O_CREAT|O_EXCL, so of two
+#: processes that claim the same folder at the same moment exactly one wins.
+CLAIM_FILE = ".physattack-claim"
+
+#: Folders this process claimed (so that ``run_attack`` called after the door does not claim twice).
+_CLAIMED: set[Path] = set()
+
+
+def resolved(path: str | Path) -> Path:
+    """``path`` made absolute with ``~``, ``..`` and symlinks resolved, before anything is written: a
+    ``new/../finished-run`` is the finished run, whether or not ``new`` exists."""
+    return Path(os.path.realpath(os.path.expanduser(str(path))))
 
 
 def holds_files(path: Path) -> bool:
     return path.exists() and (not path.is_dir() or any(path.iterdir()))
 
 
+def first_missing(folder: Path) -> Path | None:
+    """The topmost of ``folder`` and its parents that does not exist (what making it would create)."""
+    return next((f for f in reversed([folder, *folder.parents]) if not f.exists()), None)
+
+
+def claim(folder: Path, key: str = "hydra.run.dir") -> bool:
+    """Take ``folder`` for this process: make it if needed and create its claim file exclusively.
+
+    Returns False when the folder holds files (another run's, or another process's claim that won the
+    race); True when this call claimed it. An unwritable place is one sentence naming ``key``.
+    """
+    folder = resolved(folder)
+    if folder in _CLAIMED:
+        return True
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if any(not hydras_own(p) for p in folder.iterdir()):
+            return False
+        fd = os.open(folder / CLAIM_FILE, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    except FileExistsError:
+        return False
+    except OSError as e:
+        raise InputError(f"Cannot write the output folder {folder} ({e.strerror or e}); choose a writable "
+                         f"{key}=<folder>.") from None
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{os.getpid()}\n")
+    _CLAIMED.add(folder)
+    return True
+
+
+def hydras_own(entry: Path) -> bool:
+    """What Hydra writes into a job's folder before the job runs (and the claim itself)."""
+    return entry.name in (CLAIM_FILE, ".hydra") or entry.suffix == ".log"
+
+
+def claimed_here(folder: Path) -> bool:
+    return resolved(folder) in _CLAIMED
+
+
+def claim_free(path: str | Path, key: str = "hydra.run.dir") -> Path:
+    """Claim ``path``, or the first of ``path-2``, ``path-3``, ... that no run holds."""
+    path = resolved(path)
+    candidate, k = path, 2
+    while not claim(candidate, key):
+        candidate, k = path.with_name(f"{path.name}-{k}"), k + 1
+    return candidate
+
+
+def free_folder(path: str | Path) -> Path:
+    """A new, empty folder of this process's own: ``path``, or the first of ``path-2``, ``path-3``, ...
+    that does not exist yet, made here with one ``mkdir`` (atomic: two writers never get the same one)."""
+    path = resolved(path)
+    candidate, k = path, 2
+    while True:
+        try:
+            candidate.parent.mkdir(parents=True, exist_ok=True)
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            candidate, k = path.with_name(f"{path.name}-{k}"), k + 1
+        except OSError as e:
+            raise InputError(f"Cannot write the output folder {candidate} ({e.strerror or e}); choose a writable "
+                             "folder.") from None
+
+
 def checkpoint_folder(resume: str | Path) -> Path:
     """The run folder ``resume=`` names (a run folder, or its ``checkpoint.pt``)."""
-    path = Path(str(resume)).expanduser()
+    path = resolved(resume)
     folder = path.parent if path.suffix == ".pt" else path
     if not (folder / "checkpoint.pt").is_file() and not path.is_file():
         raise InputError(f"resume={resume} has no checkpoint.pt; give resume= the folder of an earlier run "
@@ -50,35 +123,43 @@ def named(overrides: list[str], key: str) -> bool:
 
 
 def claim_output(kind: str, cfg, overrides: list[str]) -> tuple[list[str], tuple[Path, Path] | None]:
-    """Choose and check this run's folder; returns the overrides that point Hydra at it, and the
-    folder when this call made it (so that a run refused on its input can leave nothing behind)."""
+    """Choose, resolve and claim this run's folder before Hydra writes anything; returns the overrides
+    that point Hydra at it (the resolved path, replacing the user's ``hydra.run.dir``), and the folder with
+    the topmost folder this call made (so that a run refused on its input can leave nothing behind)."""
     explicit = named(overrides, "hydra.run.dir")
-    wanted = Path(str(cfg.hydra.run.dir)).expanduser()
+    wanted = resolved(cfg.hydra.run.dir)
     resume = cfg.get("resume") if kind == "run" else None
     if resume and not explicit:
-        out = free_folder(checkpoint_folder(resume) / "resume")
-    elif explicit:
+        wanted = checkpoint_folder(resume) / "resume"
+    made = first_missing(wanted)
+    if explicit:
         if holds_files(wanted):
             hint = " or continue that run with resume=" + str(wanted) if (wanted / "checkpoint.pt").is_file() else ""
             raise InputError(f"hydra.run.dir={wanted} already holds files of another run, and a run never writes "
                              f"into one: choose a new folder{hint}.")
+        if not claim(wanted):
+            raise InputError(f"hydra.run.dir={wanted} was just taken by another run started at the same time, and "
+                             "two runs never share a folder: choose a new folder.")
         out = wanted
     else:
-        out = free_folder(wanted)
-    made = next((f for f in reversed([out, *out.parents]) if not f.exists()), None)
-    ensure_writable(out, "hydra.run.dir")
-    return ([] if (explicit and out == wanted) else [f"hydra.run.dir={quote(out)}"]), \
-        ((out, made) if made is not None else None)
+        out = claim_free(wanted)
+        made = made if made is not None and (out == made or made in out.parents) else out
+    return [f"hydra.run.dir={quote(out)}"], (out, made)
 
 
-def remove_if_untouched(made: tuple[Path, Path] | None) -> None:
-    """Remove the run folder ``claim_output`` made in this process (and the parents it made with it)
-    when the run was refused before it saved any work (no checkpoint, patch or metrics): a run refused
-    on its input leaves nothing behind."""
+def remove_if_untouched(made: tuple[Path, Path | None] | None) -> None:
+    """Undo ``claim_output`` when the run was refused or interrupted before it saved any work (nothing
+    but Hydra's files, the W&B folder and the config): the folder it made (and the parents made with it)
+    goes; a folder that existed empty before is emptied again. A refused run leaves nothing behind."""
     if made is None:
         return
     folder, top = made
-    if not folder.is_dir() or any((folder / name).exists() for name in ("checkpoint.pt", "patch.pt", "metrics.json")):
+    if not folder.is_dir() or any(not (hydras_own(p) or p.name in ("wandb", "config.yaml")) for p in folder.iterdir()):
+        return                                       # it holds work (a checkpoint, a patch, a report): keep it
+    _CLAIMED.discard(resolved(folder))
+    if top is None:                                  # the user's own empty folder: empty it again
+        for entry in folder.iterdir():
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
         return
     shutil.rmtree(folder, ignore_errors=True)
     for parent in folder.parents:
@@ -106,9 +187,7 @@ def guard_own_folder(run_dir: Path, config_yaml: str) -> bool:
     requeued, pre-empted job), so the run continues from it; False for a fresh folder. A folder with
     another run's outputs is refused.
     """
-    ours = {".hydra", "wandb"}
-    entries = [p for p in run_dir.iterdir() if p.name not in ours and not p.name.endswith(".log")] \
-        if run_dir.is_dir() else []
+    entries = [p for p in run_dir.iterdir() if not hydras_own(p) and p.name != "wandb"] if run_dir.is_dir() else []
     if not entries:
         return False
     same = (run_dir / "config.yaml").is_file() and (run_dir / "config.yaml").read_text() == config_yaml

@@ -12,10 +12,10 @@ import json
 import os
 
 import pytest
-from commands import TINY, run_module, tree_digest
+from commands import TINY, call, last_error_line, run_module, tree_digest
 from omegaconf import OmegaConf
 
-from physattack.cli.rundir import claim_output, free_folder, guard_own_folder, remove_if_untouched
+from physattack.cli.rundir import CLAIM_FILE, claim_output, free_folder, guard_own_folder, remove_if_untouched
 from physattack.errors import InputError
 
 
@@ -62,11 +62,89 @@ def test_a_requeued_job_continues_only_its_own_unfinished_run(tmp_path):
         guard_own_folder(run, "a: 1\n")                             # finished: never written again
 
 
-def test_free_folder_takes_an_empty_folder_and_skips_a_used_one(tmp_path):
-    (tmp_path / "export").mkdir()
+def test_free_folder_makes_a_new_folder_and_never_reuses_one(tmp_path):
     assert free_folder(tmp_path / "export") == tmp_path / "export"
-    (tmp_path / "export" / "f").write_text("x")
-    assert free_folder(tmp_path / "export") == tmp_path / "export-2"
+    assert (tmp_path / "export").is_dir()
+    assert free_folder(tmp_path / "export") == tmp_path / "export-2"         # made by an earlier writer
+    (tmp_path / "export-3").mkdir()
+    assert free_folder(tmp_path / "export") == tmp_path / "export-4"
+
+
+def test_a_path_through_dotdot_is_the_folder_it_names(tmp_path):
+    finished = tmp_path / "finished"
+    (finished / ".hydra").mkdir(parents=True)
+    (finished / ".hydra" / "config.yaml").write_text("a: 1\n")
+    (finished / "metrics.json").write_text("{}")
+    before = tree_digest(finished)
+    sneaky = tmp_path / "new" / ".." / "finished"
+    with pytest.raises(InputError, match=f"hydra.run.dir={finished} already holds files"):
+        claim_output("run", hydra_cfg(sneaky), [f"hydra.run.dir={sneaky}"])
+    assert not (tmp_path / "new").exists() and tree_digest(finished) == before
+
+
+def test_the_door_resolves_and_claims_before_hydra_writes(tmp_path, monkeypatch):
+    """``hydra.run.dir=<new>/../<finished>`` through the real door: refused, no .hydra rewritten, no folder left."""
+    monkeypatch.chdir(tmp_path)
+    finished = tmp_path / "finished"
+    (finished / ".hydra").mkdir(parents=True)
+    (finished / ".hydra" / "config.yaml").write_text("a: 1\n")
+    (finished / "patch.pt").write_bytes(b"x")
+    before = tree_digest(finished)
+    from physattack.cli.attack import main
+    status = call(main, ["+scene=stop_sign", f"hydra.run.dir={tmp_path}/new/../finished"])
+    assert status == 2
+    assert tree_digest(finished) == before and not (tmp_path / "new").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["finished"]
+
+
+def _claim_at_once(folder, barrier, queue):
+    barrier.wait()
+    from physattack.cli.rundir import claim_output
+    try:
+        overrides, _ = claim_output("run", hydra_cfg(folder), [f"hydra.run.dir={folder}"])
+        queue.put(("won", overrides[0]))
+    except InputError as e:
+        queue.put(("refused", str(e)))
+
+
+def test_two_claims_of_one_folder_at_once_have_exactly_one_winner(tmp_path):
+    """Twenty times, two processes claim the same new folder at the same instant: one wins, one is refused."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    for k in range(20):
+        folder = tmp_path / f"race-{k}" / "run"
+        barrier, queue = ctx.Barrier(2), ctx.Queue()
+        procs = [ctx.Process(target=_claim_at_once, args=(folder, barrier, queue)) for _ in range(2)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(30)
+        results = sorted(queue.get(timeout=5) for _ in procs)
+        assert [r[0] for r in results] == ["refused", "won"], results
+        assert "already holds files" in results[0][1] or "just taken by another run" in results[0][1]
+        assert sorted(p.name for p in folder.iterdir()) == [CLAIM_FILE]
+
+
+@pytest.mark.slow
+def test_two_runs_started_into_one_folder_at_once(tmp_path):
+    """Two real runs into one hydra.run.dir at the same moment: one finishes with complete files, the other
+    is refused with one sentence and exit 2 and writes nothing."""
+    run = tmp_path / "run"
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "WANDB_MODE": "disabled", "OMP_WAIT_POLICY": "PASSIVE"}
+    args = [sys.executable, "-m", "physattack", "+scene=stop_sign", "attack=yield", *TINY, "evaluation.enabled=false",
+            "patch.shape=bars", f"hydra.run.dir={run}"]
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], [o[1][-2000:] for o in outs]
+    loser = next(o for p, o in zip(procs, outs) if p.returncode == 2)
+    assert last_error_line(loser[1]).startswith(f"error: hydra.run.dir={run}")
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["steps_done"] == 2
+    for name in ("patch.pt", "checkpoint.pt", "config.yaml", "texture.png", "export/manifest.json"):
+        assert (run / name).is_file(), name
 
 
 @pytest.mark.slow
