@@ -8,6 +8,7 @@ path (``physattack.cli.compose`` + ``run_attack``) both call it, so both build t
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from physattack.attack.reprogram import ReprogramAttack
 from physattack.cli import build
 from physattack.cli.allocator import keep_freed_memory
 from physattack.cli.door import HydraCommand, check_constructors, compose_checked, exit_if_interrupted
-from physattack.cli.rundir import ensure_writable, free_folder, guard_own_folder
+from physattack.cli.rundir import claim, free_folder, guard_own_folder
 from physattack.config import RunConfig
 from physattack.errors import InputError
 
@@ -46,19 +47,97 @@ def require_scene(cfg: DictConfig) -> None:
         raise InputError(f"No scene chosen: add +scene=stop_sign to the command (scenes: {options}).")
 
 
+#: What a resumed run must share with the run it continues (the other settings, such as the steps or the
+#: learning rate, may change): config paths whose leaves are compared, in the order they are reported.
+RESUME_KEYS = ("scene", "patch", "victim", "attack.objective", "attack.target", "renderer", "seed")
+RESUME_FREE = {"patch.init_color"}      # only used to initialise a patch, which the checkpoint replaces
+
+
+def check_command(cfg: DictConfig) -> None:
+    """The attack command's first look, before any folder is made: a scene is chosen, and ``resume=``
+    continues a run of this very scene, patch, victim, attack, renderer and seed."""
+    require_scene(cfg)
+    if cfg.get("resume"):
+        check_resume(cfg, run_config_of(cfg.resume))
+
+
+def run_config_of(resume) -> DictConfig | None:
+    """The ``config.yaml`` of the run ``resume=`` names, or None when that run has none (a bare checkpoint)."""
+    from physattack.cli.rundir import checkpoint_folder
+
+    path = checkpoint_folder(resume) / "config.yaml"
+    if not path.is_file():
+        return None
+    try:
+        return OmegaConf.load(path)
+    except Exception as e:
+        raise InputError(f"{path} is not a readable config ({str(e).splitlines()[0]}); resume= needs the run's "
+                         "own config.yaml.") from None
+
+
+def check_resume(cfg: DictConfig, earlier: DictConfig | None) -> None:
+    """One sentence naming the first setting of ``RESUME_KEYS`` on which ``cfg`` and the run it resumes
+    (``earlier``, its config.yaml) differ: its value in that run and the value given."""
+    if earlier is None:
+        return
+    for key in RESUME_KEYS:
+        if OmegaConf.select(earlier, key, default=_ABSENT) is _ABSENT:
+            continue                                    # a run written before the key existed
+        mine = _leaves(OmegaConf.select(cfg, key, default=None), key)
+        theirs = _leaves(OmegaConf.select(earlier, key, default=None), key)
+        for leaf in [*theirs, *(k for k in mine if k not in theirs)]:
+            if leaf in RESUME_FREE or mine.get(leaf, _ABSENT) == theirs.get(leaf, _ABSENT):
+                continue
+            raise InputError(f"resume={cfg.resume} continues a run whose {leaf} is {_shown(theirs.get(leaf, _ABSENT))}, "
+                             f"but this command gives {_shown(mine.get(leaf, _ABSENT))}; a resumed run must keep the "
+                             f"run's {key} (give {leaf}={_shown(theirs.get(leaf, _ABSENT))} or start a new run).")
+
+
+_ABSENT = object()
+
+
+def _leaves(node, prefix: str) -> dict:
+    """``{dotted key: value}`` of every leaf under ``node`` (resolved where it can be)."""
+    if isinstance(node, DictConfig):
+        try:
+            node = OmegaConf.to_container(node, resolve=True)
+        except Exception:
+            node = OmegaConf.to_container(node, resolve=False)
+    if isinstance(node, dict):
+        out = {}
+        for k, v in node.items():
+            out.update(_leaves(v, f"{prefix}.{k}"))
+        return out
+    return {prefix: list(node) if isinstance(node, (list, tuple)) or type(node).__name__ == "ListConfig" else node}
+
+
+def _shown(value) -> str:
+    if value is _ABSENT:
+        return "not set"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return "[" + ",".join(_shown(v) for v in value) + "]"
+    return str(value)
+
+
 def run_attack(cfg: DictConfig, run_dir: str | Path) -> dict:
     """Run the attack ``cfg`` describes into ``run_dir`` (a new or empty folder, or this very run's
     own unfinished one when a scheduler requeues it) and return what ``metrics.json`` holds."""
-    require_scene(cfg)
+    check_command(cfg)
     run = build.run_config(cfg)
     if run.keep_freed_memory:
         keep_freed_memory()
     device = build.device_of(run.device)
     run_dir = Path(run_dir)
-    ensure_writable(run_dir, "hydra.run.dir")
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
-    if guard_own_folder(run_dir, config_yaml) and run.resume is None:
-        run.resume = str(run_dir)            # a requeued (pre-empted) job continues where it stopped
+    if guard_own_folder(run_dir, config_yaml):
+        run.resume = run.resume or str(run_dir)   # a requeued (pre-empted) job continues where it stopped
+    elif not claim(run_dir):
+        raise InputError(f"{run_dir} was just taken by another run started at the same time, and two runs never "
+                         "share a folder: choose a new folder.")
     resumed = load_torch(checkpoint_file(run.resume), "checkpoint") if run.resume else None
     parts = build.attack_parts(cfg, run, device)
     drive = drive_parts(cfg, parts, run, device)          # refused here on bad settings, before any step
@@ -149,9 +228,17 @@ def attack_and_report(parts: build.AttackParts, run: RunConfig, run_dir: Path, t
     stopped = {"interrupted": result.interrupted, "interrupted_by": result.signal}
 
     def export(source: dict) -> None:
-        build.export_patch(free_folder(run_dir / "export"), scene=scene, patch=patch, palette=parts.palette,
-                     colour_model=parts.colour_model, options=parts.export,
-                     source={"run_dir": str(run_dir), "best_step": result.best_step, **source})
+        from physattack.printing.export import ExportError
+
+        out = free_folder(run_dir / "export")
+        try:
+            build.export_patch(out, scene=scene, patch=patch, palette=parts.palette, colour_model=parts.colour_model,
+                               options=parts.export, source={"run_dir": str(run_dir), "best_step": result.best_step,
+                                                             **source})
+        except ExportError as e:          # the patch is saved: say why there is no print bundle, and go on
+            out.rmdir()
+            print(f"no print bundle: {e} The patch is saved; export it with python -m physattack.export "
+                  f"run_dir={run_dir} and other paper options.", file=sys.stderr)
 
     if isinstance(attack, ReprogramAttack):
         metrics = report_reprogram(scene=scene, patch=patch, victim=victim, attack=attack, result=result,
@@ -321,6 +408,6 @@ COMMAND = HydraCommand(
            "python -m physattack +scene=stop_sign attack=hide victim=detnet",
            "python -m physattack +scene=stop_sign resume=outputs/<date>/<time>",
            "python -m physattack --multirun +scene=stop_sign patch.area=0.05,0.10 seed=0,1"),
-    task=task, output="run", check=require_scene)
+    task=task, output="run", check=check_command)
 
 main = COMMAND.main

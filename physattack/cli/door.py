@@ -10,18 +10,20 @@ before Hydra writes anything into it.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import inspect
 import re
 import signal
 import sys
+import threading
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from physattack.errors import InputError, input_error
+from physattack.errors import WRITE_FAILED, InputError, Interrupted, WriteError, input_error, write_error
 
 CONFIG_MODULE = "physattack.conf"
 
@@ -32,17 +34,76 @@ def fail(err: InputError | str) -> int:
     return 2
 
 
-def entry(fn: Callable[..., int | None]) -> Callable[..., int]:
-    """Decorate a plain ``main(argv=None) -> int`` command: InputError -> one sentence, exit 2."""
-    @functools.wraps(fn)
-    def run(*args, **kwargs) -> int:
+def fail_write(err: WriteError, hint: str = "") -> int:
+    """A file could not be written: one sentence on stderr, exit status ``WRITE_FAILED`` (74)."""
+    print(f"error: {err}{hint or '; free space (or make the folder writable) and run the command again'}.",
+          file=sys.stderr)
+    return WRITE_FAILED
+
+
+def interrupted(signum: int, module: str, where: Path | None = None) -> int:
+    """A command stopped by Ctrl-C or SIGTERM: one sentence, exit status 128 + the signal's number."""
+    kept = f" in {where}" if where is not None and where.exists() else ""
+    print(f"interrupted by {signal.Signals(signum).name}: python -m {module} stopped before it finished; the files "
+          f"it had written{kept} are whole and kept.", file=sys.stderr)
+    return 128 + signum
+
+
+@contextlib.contextmanager
+def stop_signals():
+    """SIGTERM raised as ``Interrupted`` where the command is (Ctrl-C already raises KeyboardInterrupt), so
+    that ``finally`` blocks run and the door can say what stopped it; the old handler comes back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Interrupted(signum)
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def guarded(fn: Callable[[], int | None], module: str, where: Callable[[], Path | None] = lambda: None,
+            tidy: Callable[[], None] = lambda: None) -> int:
+    """``fn()`` behind the door: bad input -> one sentence and 2, a file that cannot be written -> one
+    sentence and 74, Ctrl-C / SIGTERM -> one sentence and 130 / 143; anything else is a bug and keeps its
+    trace. ``tidy()`` removes a run folder that the refused or interrupted command left without work in it."""
+    with stop_signals():
         try:
-            return fn(*args, **kwargs) or 0
+            return fn() or 0
+        except KeyboardInterrupt:
+            tidy()
+            return interrupted(signal.SIGINT, module, where())
+        except Interrupted as stop:
+            tidy()
+            return interrupted(stop.signum, module, where())
         except Exception as exc:
             err = input_error(exc)
-            if err is None:
+            if err is not None:
+                tidy()
+                return fail(err)
+            bad_write = write_error(exc)
+            if bad_write is None:
                 raise
-            return fail(err)
+            return fail_write(bad_write, resume_hint(where()))
+
+
+def resume_hint(folder: Path | None) -> str:
+    """How to continue an attack run that stopped on a write: from its last good checkpoint."""
+    if folder is not None and (folder / "checkpoint.pt").is_file():
+        return (f"; the last good checkpoint.pt is kept: free space and continue the run with "
+                f"resume={folder}")
+    return ""
+
+
+def entry(fn: Callable[..., int | None], module: str = "physattack") -> Callable[..., int]:
+    """Decorate a plain ``main(argv=None) -> int`` command with the door (``guarded``)."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs) -> int:
+        return guarded(lambda: fn(*args, **kwargs), module)
     return run
 
 
@@ -118,16 +179,19 @@ def run_hydra(command: HydraCommand, argv: list[str] | None = None) -> int:
     def task(cfg):
         from hydra.core.hydra_config import HydraConfig
 
-        try:
-            return command.task(cfg, Path(HydraConfig.get().runtime.output_dir))
-        except Exception as exc:
-            err = input_error(exc)
-            if err is None or under_submitit():
-                raise                  # submitit reports exceptions, not exit statuses (NOTES.md)
-            remove_if_untouched(made)
-            sys.exit(fail(err))
+        out = Path(HydraConfig.get().runtime.output_dir)
+        if under_submitit():
+            return command.task(cfg, out)   # submitit reports exceptions, not exit statuses (NOTES.md)
+        result = []
+        status = guarded(lambda: result.append(command.task(cfg, out)), command.module, lambda: out,
+                         lambda: remove_if_untouched(made))
+        if status:
+            sys.exit(status)
+        return result[0] if result else None
 
     saved = sys.argv
+    if extra:                               # the door's resolved, claimed folder replaces the user's spelling
+        argv = [a for a in argv if not re.match(r"^\+*hydra\.run\.dir=", a)]
     sys.argv = [saved[0], *argv, *extra]
     try:
         hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_MODULE}", config_name=command.config_name)(task)()
@@ -412,7 +476,6 @@ def key_value_command(module: str, summary: str, usage: typing.Sequence[str], op
     ``sys.argv`` by default, ``--help`` answered from ``summary``/``usage``/``options``, and the one
     error path (``entry``)."""
     def wrap(fn: Callable[[list[str]], int]) -> Callable[..., int]:
-        @entry
         @functools.wraps(fn)
         def main(argv: list[str] | None = None) -> int:
             argv = list(sys.argv[1:] if argv is None else argv)
@@ -420,7 +483,7 @@ def key_value_command(module: str, summary: str, usage: typing.Sequence[str], op
                 print(plain_help(module, summary, usage, options))
                 return 0
             return fn(argv)
-        return main
+        return entry(main, module)
     return wrap
 
 
