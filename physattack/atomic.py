@@ -7,9 +7,11 @@ file; every file the project writes goes through here. Reads of torch files neve
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,21 +19,26 @@ import cv2
 import numpy as np
 import torch
 
-from physattack.errors import InputError
+from physattack.errors import WRITE_ERRNOS, InputError, WriteError
 
 
 def save_with(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Write ``path`` atomically: ``write(tmp)`` fills a temp file beside it, which then replaces it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+        os.close(fd)
         write(Path(tmp))
         os.chmod(tmp, 0o666 & ~_umask())     # as open() would make it, not mkstemp's 0600
         os.replace(tmp, path)
+    except OSError as e:
+        if e.errno not in WRITE_ERRNOS and not isinstance(e, PermissionError):
+            raise
+        raise WriteError(path, e.strerror or str(e)) from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     return path
 
@@ -51,7 +58,9 @@ def save_text(path: str | Path, text: str) -> Path:
 
 
 def save_torch(path: str | Path, obj: Any) -> Path:
-    return save_with(path, lambda p: torch.save(obj, p))
+    buffer = io.BytesIO()                   # serialised first, then written by Python: a full disk has its errno
+    torch.save(obj, buffer)
+    return save_with(path, lambda p: p.write_bytes(buffer.getbuffer()))
 
 
 def save_rgb_png(path: str | Path, image: np.ndarray | torch.Tensor) -> Path:
@@ -66,10 +75,10 @@ def save_png(path: str | Path, image: np.ndarray) -> Path:
     if image.ndim == 3:
         image = cv2.cvtColor(image, cv2.COLOR_RGB2BGR if image.shape[2] == 3 else cv2.COLOR_RGBA2BGRA)
 
-    def write(p: Path) -> None:
-        if not cv2.imwrite(str(p), image):
-            raise OSError(f"OpenCV could not write {p}.")
-    return save_with(path, write)
+    ok, encoded = cv2.imencode(".png", image)
+    if not ok:
+        raise ValueError(f"OpenCV could not encode a {image.shape} {image.dtype} image as PNG for {path}.")
+    return save_with(path, lambda p: p.write_bytes(encoded.tobytes()))     # Python's write: a full disk has its errno
 
 
 def save_figure(path: str | Path, fig) -> Path:
@@ -87,11 +96,29 @@ def load_torch(path: str | Path, what: str = "file", map_location: str | torch.d
     if not path.is_file():
         raise InputError(f"There is no {what} at {path}.")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as exc:        # UnpicklingError for code, RuntimeError/EOFError for damage
-        reason = str(exc).strip().splitlines()[0].split(". ")[0].rstrip(".") if str(exc).strip() else type(exc).__name__
-        if "weights_only" in str(exc) or "Unsupported global" in str(exc) or "UnpicklingError" in type(exc).__name__:
-            raise InputError(f"{path} is not a plain {what}: it holds Python objects that would run code when "
-                             f"loaded, so it was refused; only load {what}s physattack wrote.") from None
-        raise InputError(f"{path} could not be read as a {what} ({reason}); it is truncated or not a "
-                         f"physattack {what}.") from None
+        with warnings.catch_warnings():          # torch's advice to load with weights_only=False is not ours
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:        # "Unsupported global" for code; other unpickling errors for damage
+        if "unsupported global" in str(exc).lower():
+            raise InputError(f"{path} is not {_a(what)}plain {what}: it holds Python objects that would run code "
+                             "when loaded, so it was refused; only load files physattack wrote.") from None
+        reason = _unpickling_reason(exc)
+        raise InputError(f"{path} could not be read as {_a(what)}{what} ({reason}); it is truncated, damaged or "
+                         "not a file physattack wrote.") from None
+
+
+def _a(what: str) -> str:
+    """The article before ``what``: none for a plural ("weights")."""
+    return "" if what.endswith("s") else "an " if what[:1].lower() in "aeiou" else "a "
+
+
+def _unpickling_reason(exc: BaseException) -> str:
+    """The part of torch's load error that says what is wrong with the bytes (not its advice on
+    ``weights_only``)."""
+    text = str(exc)
+    marker = "WeightsUnpickler error:"
+    if marker in text:
+        return " ".join(text.split(marker, 1)[1].split()).split(" Check the documentation")[0][:120] or "unreadable"
+    first = text.strip().splitlines()[0].split(". ")[0].rstrip(".") if text.strip() else type(exc).__name__
+    return first[:160]

@@ -18,6 +18,42 @@ class InputError(ValueError):
     """Bad input (a file, a configuration value, a label); the message says what to do."""
 
 
+class WriteError(RuntimeError):
+    """A file could not be written (a full disk, a folder made read-only mid-run); the file that was
+    there before is unchanged. The door prints the sentence and exits with ``WRITE_FAILED``."""
+
+    def __init__(self, path, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(f"Cannot write {path} ({reason}); what was there before is unchanged")
+
+
+#: The exit status of a command that could not write its outputs (sysexits.h's EX_IOERR).
+WRITE_FAILED = 74
+
+#: errno values that mean "this place cannot take the file", not a bug.
+WRITE_ERRNOS = {28, 122, 30, 13, 1, 27}       # ENOSPC, EDQUOT, EROFS, EACCES, EPERM, EFBIG
+
+
+def write_error(exc: BaseException | None) -> WriteError | None:
+    """The WriteError behind ``exc`` (or an OSError of a full or unwritable disk, as one), if any."""
+    while exc is not None:
+        if isinstance(exc, WriteError):
+            return exc
+        if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
+            return WriteError(exc.filename or "a file", exc.strerror or str(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+class Interrupted(BaseException):
+    """SIGTERM (or another stop signal) delivered to a command, raised where it was: like
+    KeyboardInterrupt, it unwinds through ``finally`` blocks so that what was written stays whole."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signum)
+
+
 def input_error(exc: BaseException | None) -> InputError | None:
     """The InputError behind ``exc``, if any (hydra.utils.instantiate wraps what constructors raise)."""
     while exc is not None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from physattack.errors import InputError
+from physattack.errors import InputError, check_range
 
 
 class NullTracker:
@@ -54,7 +54,8 @@ class WandbTracker(NullTracker):
 
     def __init__(self, project: str = "physattack", mode: str = "offline", entity: str | None = None,
                  group: str | None = None, name: str | None = None, tags: list[str] | None = None,
-                 dir: str | Path = ".", run_config: dict | None = None, resume_id: str | None = None):
+                 dir: str | Path = ".", run_config: dict | None = None, resume_id: str | None = None,
+                 init_timeout_s: float = 30.0):
         import wandb
 
         if mode not in {"offline", "online", "disabled"}:
@@ -62,10 +63,21 @@ class WandbTracker(NullTracker):
         if mode == "online" and not _has_api_key():
             raise InputError("logger.mode=online needs a W&B API key: run `wandb login` or set WANDB_API_KEY, or keep "
                              "logger.mode=offline and `wandb sync` the run's wandb/ folder later.")
+        check_range("logger.init_timeout_s", init_timeout_s, 0, lo_open=True, why="seconds to wait for the W&B server")
         self._wandb = wandb
-        self.run = wandb.init(project=project, entity=entity, group=group, name=name, tags=list(tags or []),
-                              mode=mode, dir=str(dir), config=run_config, id=resume_id,
-                              resume="allow" if resume_id else None, settings=wandb.Settings(silent=True))
+        try:
+            self.run = wandb.init(project=project, entity=entity, group=group, name=name, tags=list(tags or []),
+                                  mode=mode, dir=str(dir), config=run_config, id=resume_id,
+                                  resume="allow" if resume_id else None,
+                                  settings=wandb.Settings(silent=True, init_timeout=float(init_timeout_s)))
+        except (wandb.errors.CommError, wandb.errors.AuthenticationError) as e:
+            raise InputError(f"logger.mode=online could not reach the W&B server within {init_timeout_s:g} s "
+                             f"({_first_line(e)}); check the network, or run with logger.mode=offline and "
+                             "`wandb sync` the run's wandb/ folder later.") from None
+        except ValueError as e:             # pydantic's ValidationError: a WANDB_* variable W&B cannot take
+            detail = " ".join(str(e).split())[:200]
+            raise InputError(f"W&B refused its settings ({detail}); check the WANDB_* environment variables "
+                             "(e.g. WANDB_MODE must be online, offline or disabled) and logger.*.") from None
         self.run_id = self.run.id
 
     def log(self, metrics, step=None):
@@ -94,6 +106,11 @@ class WandbTracker(NullTracker):
 
     def finish(self):
         self.run.finish()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:160]
 
 
 def _has_api_key() -> bool:

@@ -492,6 +492,6 @@ class EOTAttack:
         for s, h in (previous or {}).items():
             signal.signal(s, h)
         before = (previous or {}).get(self._signal)
-        if self._signal is not None and callable(before) and self._signal != signal.SIGINT:
-            before(self._signal, None)
+        if self._signal is not None and callable(before) and self._signal not in (signal.SIGINT, signal.SIGTERM):
+            before(self._signal, None)        # e.g. submitit's requeue on SIGUSR2; a stop is already handled
 

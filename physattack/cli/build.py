@@ -9,6 +9,7 @@ from their config group; what they raise (an ``InputError``) is unwrapped so the
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,9 +33,20 @@ def make(node, **kwargs):
         return instantiate(node, **kwargs)
     except InstantiationException as exc:
         err = input_error(exc)
-        if err is not None:
-            raise err from None
-        raise
+        if err is None:
+            raise
+        inner = re.search(r"full_key: (\S+)", str(exc))       # a nested part (an ensemble member) that failed
+        if inner and inner.group(1) not in (_node_key(node), "") and not str(err).startswith(inner.group(1)):
+            raise type(err)(f"{inner.group(1)}: {err}") from None
+        raise err from None
+
+
+def _node_key(node) -> str:
+    """The dotted key of a config node inside its composed config (``victim``), or an empty string."""
+    try:
+        return node._get_full_key(None) or ""
+    except Exception:
+        return ""
 
 
 def run_config(cfg: DictConfig) -> RunConfig:

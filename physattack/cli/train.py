@@ -200,7 +200,6 @@ def _arg_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-@entry
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv:
@@ -255,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
         save_victim_config(config, meta, weights if bundled else _shown_path(weights), bundled)
         print(f"wrote {config}: use it with victim={config.stem}")
     return 0
+
+
+main = entry(main, "physattack.train")
 
 
 def _check_config(cmd: ZooCommand) -> Path | None:

@@ -59,3 +59,49 @@ def test_torchvision_weights_read_as_data_and_refuse_damage(tmp_path):
     st.write_bytes(os.urandom(2048))
     with pytest.raises(VictimError, match="mnv3.safetensors.*truncated or not a safetensors file"):
         load_torchvision_classifier("mobilenet_v3_small", weights=str(st))
+
+
+def test_weights_without_their_json_say_the_json_is_missing_not_the_weights(tmp_path):
+    path = tmp_path / "w.safetensors"
+    shutil.copy(default_weights(), path)
+    with pytest.raises(VictimError) as err:
+        load_signnet(path)
+    msg = str(err.value)
+    assert msg.startswith(f"{path} has no w.json beside it") and "not found" not in msg
+
+
+@pytest.mark.parametrize("data, words", [
+    (os.urandom(4096), "truncated, damaged or not a file physattack wrote"),
+    (b"hello\n", "truncated, damaged or not a file physattack wrote"),
+])
+def test_a_random_torch_file_is_called_damaged_not_code(tmp_path, data, words):
+    from physattack.atomic import load_torch
+    from physattack.errors import InputError
+
+    path = tmp_path / "w.pt"
+    path.write_bytes(data)
+    with pytest.raises(InputError) as err:
+        load_torch(path, "SignNet weights")
+    msg = str(err.value)
+    assert words in msg and "run code" not in msg and "weightss" not in msg
+    assert msg.startswith(f"{path} could not be read as SignNet weights (")
+
+
+def test_a_torch_file_with_code_is_refused_as_code(tmp_path):
+    from physattack.atomic import load_torch
+    from physattack.errors import InputError
+
+    path = tmp_path / "w.pt"
+    torch.save({"layer": torch.nn.Linear(2, 2)}, path)                 # a pickled module: code on load
+    with pytest.raises(InputError, match="is not plain SignNet weights: it holds Python objects that would run code"):
+        load_torch(path, "SignNet weights")
+
+
+def test_an_ensemble_member_whose_weights_are_missing_is_named(tmp_path):
+    from physattack.cli import build
+    from physattack.cli.attack import compose
+
+    cfg = compose("+scene=stop_sign", "victim=ensemble", "+victim.members.mine._target_=physattack.victims.load_signnet",
+                  f"+victim.members.mine.weights={tmp_path / 'none.safetensors'}")
+    with pytest.raises(VictimError, match=r"^victim\.members\.mine: SignNet weights not found at "):
+        build.victim(cfg.victim, "cpu")
