@@ -41,10 +41,16 @@ def export_run(cmd: ExportCommand) -> tuple[Path, dict]:
                                    overlap_mm=cmd.overlap_mm, bleed_mm=cmd.bleed_mm)
     palette, colour_model = build.printer(cfg, "cpu")
     run = Path(cmd.run_dir)
-    out = Path(cmd.out).expanduser() if cmd.out else free_folder(run / "export")
+    made = None if cmd.out else free_folder(run / "export")
+    out = Path(cmd.out).expanduser() if cmd.out else made
     ensure_writable(out.parent, "out")
-    manifest = build.export_patch(out, scene=scene, patch=patch, palette=palette, colour_model=colour_model,
-                            options=options, source={"run_dir": str(run)}, overwrite=cmd.overwrite)
+    try:
+        manifest = build.export_patch(out, scene=scene, patch=patch, palette=palette, colour_model=colour_model,
+                                      options=options, source={"run_dir": str(run)}, overwrite=cmd.overwrite)
+    except BaseException:
+        if made is not None and made.is_dir() and not any(made.iterdir()):
+            made.rmdir()                          # a refused or interrupted export leaves no folder behind
+        raise
     return out, manifest
 
 

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from physattack.errors import check_range, check_values
-from physattack.imageio import read_grey
+from physattack.imageio import MAX_TEXTURE_SIDE, read_grey
 from physattack.patch.base import Patch, PatchError
 from physattack.printing.priors import load_palette
 from physattack.scene.scene import Scene
@@ -148,7 +148,7 @@ def mask_from_png(path: str | Path, size: tuple[int, int]) -> Tensor:
     if not Path(path).is_file():
         raise PatchError(f"The sticker mask {path} is missing or not an image; give a PNG, white where "
                          "the stickers go, in the scene's texture layout.")
-    img = read_grey(path, "sticker mask", error=PatchError)      # truncated or transparent: one sentence
+    img = read_grey(path, "sticker mask", error=PatchError, max_side=MAX_TEXTURE_SIDE)      # truncated or transparent: one sentence
     img = cv2.resize(img, (size[1], size[0]), interpolation=cv2.INTER_NEAREST)
     return torch.from_numpy(img > 127).float()[None]
 

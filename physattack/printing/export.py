@@ -36,7 +36,7 @@ from torch import Tensor
 from physattack.atomic import save_json, save_with
 from physattack.errors import InputError
 from physattack.imageio import read_rgba
-from physattack.printing.pages import PAPERS_MM, PageCanvas, Tile, save_pdf, tile_layout
+from physattack.printing.pages import FOOT_MM, PAPERS_MM, PageCanvas, Tile, save_pdf, tile_layout
 
 MM_PER_INCH = 25.4
 MANIFEST_FORMAT = "physattack-export"
@@ -256,6 +256,8 @@ def export_bundle(out_dir: str | Path, *, texture: Tensor, face_mask: Tensor, te
     stickers_m = None if sticker_mask is None else sticker_mask[0].detach().cpu().numpy() > 0.5
     face_bbox = mask_bbox(face)
     hp, wp = pixel_count(ht, sy, options.dpi), pixel_count(wt, sx, options.dpi)
+    stickers = [] if stickers_m is None else find_stickers(stickers_m, face_bbox, (sx, sy))
+    check_stickers_fit(stickers, (sx, sy), options)         # before any file: a sticker's sheet is one page
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
@@ -267,9 +269,7 @@ def export_bundle(out_dir: str | Path, *, texture: Tensor, face_mask: Tensor, te
                              "size_mm": size_mm}
         pages = _sign_pdf(tmp / "sign.pdf", rgba, face, (sx, sy), options)
         files["sign.pdf"] = {"what": "the attacked face at true scale, crop marks, outline, scale bar", "pages": pages}
-        stickers = []
         if stickers_m is not None:
-            stickers = find_stickers(stickers_m, face_bbox, (sx, sy))
             prgba = np.concatenate([rgb, (stickers_m * 255).astype(np.uint8)[..., None]], 2)
             save_png(tmp / "patch.png", prgba, options.dpi, hp, wp)
             files["patch.png"] = {"what": "the stickers at true size in place on the face (alpha: the stickers)",
@@ -372,6 +372,32 @@ def _sign_pdf(path: Path, rgba: np.ndarray, face: np.ndarray, mm: tuple[float, f
 
     return save_pdf(path, path.stem, lambda pdf: [_page(pdf, t, draw) for t in
                                         tile_layout(w_mm, h_mm, options.paper, options.margin_mm, options.overlap_mm)])
+
+
+def check_stickers_fit(stickers: list[Sticker], mm: tuple[float, float], options: ExportOptions) -> None:
+    """Refuse margins on which a sticker's cut sheet (the sticker and its bleed) no longer fits one page
+    although it would with the default margin: it would be tiled over many pages and could not be cut
+    in one piece. A sticker larger than the paper itself is tiled with alignment marks, as designed."""
+    if options.paper == "fit" or not stickers:
+        return
+    pw, ph = PAPERS_MM[options.paper]
+    default = ExportOptions.margin_mm
+
+    def room(margin: float) -> list[float]:
+        return sorted((pw - 2 * margin, ph - 2 * margin - FOOT_MM))
+
+    bleed = math.ceil(options.bleed_mm / min(mm)) if options.bleed_mm > 0 else 0       # as _cut_sheets pads
+    for s in stickers:
+        x0, y0, x1, y1 = s.bbox
+        need = sorted(((x1 - x0 + 2 * bleed) * mm[0], (y1 - y0 + 2 * bleed) * mm[1]))
+        fits = lambda r: need[0] <= r[0] and need[1] <= r[1]  # noqa: E731
+        if not fits(room(options.margin_mm)) and fits(room(min(default, options.margin_mm))):
+            left = room(options.margin_mm)
+            raise ExportError(
+                f"margin_mm={options.margin_mm:g} (printer.export.margin_mm) leaves {max(left[0], 0):.0f}×{max(left[1], 0):.0f} mm "
+                f"of {options.paper} for a cut sheet, but sticker {s.number} needs {need[0]:.1f}×{need[1]:.1f} mm "
+                f"with its bleed and would be split over pages: make the margin smaller (the default is {default:g} "
+                "mm), or choose a larger paper or paper=fit.")
 
 
 def _cut_sheets(path: Path, rgb: np.ndarray, stickers: list[Sticker], mm: tuple[float, float],

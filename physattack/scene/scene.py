@@ -24,7 +24,7 @@ import yaml
 from torch import Tensor
 
 from physattack.errors import InputError, check_values
-from physattack.imageio import read_grey, read_rgb
+from physattack.imageio import MAX_TEXTURE_SIDE, read_grey, read_rgb
 from physattack.scene.mesh import Mesh, MeshError, load_obj
 
 
@@ -96,13 +96,13 @@ def load_scene(name_or_path: str | Path) -> Scene:
         raise SceneError(f"{folder / desc['mesh']} has no material with a texture map (map_Kd), so there "
                          "is nothing a patch can cover; give its MTL a 'map_Kd texture.png' line.")
     texture_path = folder / mesh.materials[tex_id].texture
-    texture = read_rgb(texture_path, "texture", error=SceneError)      # grey and 16-bit become 8-bit RGB
+    texture = read_rgb(texture_path, "texture", error=SceneError, max_side=MAX_TEXTURE_SIDE)      # grey and 16-bit become 8-bit RGB
     if (texture == texture[..., :1]).all():
         warnings.warn(f"The texture {texture_path} has no colour (it is grey), so the object is rendered grey; "
                       "a victim trained on coloured objects may not recognise it.", stacklevel=2)
     texture_t = torch.from_numpy(texture).permute(2, 0, 1).float() / 255.0
     if "face_mask" in desc:
-        mask = read_grey(folder / desc["face_mask"], "face mask", error=SceneError)
+        mask = read_grey(folder / desc["face_mask"], "face mask", error=SceneError, max_side=MAX_TEXTURE_SIDE)
         if mask.shape != texture.shape[:2]:
             raise SceneError(f"The face mask {desc['face_mask']} is {mask.shape[1]}×{mask.shape[0]} but the "
                              f"texture is {texture.shape[1]}×{texture.shape[0]}; they must match.")
