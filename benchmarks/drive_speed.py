@@ -6,7 +6,7 @@ The drive: a 1920×1080, 90° dashcam (conf/drive/default.yaml) at 27 km/h, 4 m 
 from 80 m: 300 frames. Each frame is rendered (the sign in a window at sensor resolution over the
 held-out background, camera effects, only the region the stack reads) and judged by the two-stage
 stack (the bundled DetNet on its tiles -> a square crop -> SignNet), exactly as
-``physattack.evaluate.drive.judge_drive`` does for a report (whole drive, detections kept).
+``physattack.drive.judge.judge_drive`` does for a report (whole drive, detections kept).
 
 Prints the median wall time over repeats, its ratio to the 60 s budget, the median per-frame cost of
 each stage (render, detect on all tiles, classify: crop + classifier), and the process's CPU time
@@ -24,8 +24,9 @@ import time
 import torch
 
 from physattack.eot import BackgroundBank
-from physattack.eot.drive import Dashcam, Drive, DriveRenderer
-from physattack.evaluate.drive import DriveSettings, StackSettings, TiledDetector, TwoStageStack, judge_drive
+from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer
+from physattack.drive.judge import DriveSettings, Judging, judge_drive
+from physattack.drive.stacks import StackSettings, TiledDetector, TwoStageStack
 from physattack.render import Renderer
 from physattack.scene import load_scene
 from physattack.victims import load_detnet, load_signnet
@@ -88,8 +89,8 @@ def main() -> None:
         timed_renderer = TimedRender(renderer)
         stack.tiled = detect = Timed(tiled)                     # read() calls self.tiled(images, region)
         t, c = time.perf_counter(), time.process_time()
-        outcome = judge_drive(0, drive, frames, timed_renderer, scene, {"clean": scene.texture}, stack, settings,
-                              whole=True)
+        outcome = judge_drive(0, drive, frames, Judging(scene, {"clean": scene.texture}, timed_renderer, stack,
+                                                        settings), whole=True)
         wall, cpu = time.perf_counter() - t, time.process_time() - c
         if r == 0:
             print(f"warm-up: {wall:.1f} s; recognised at {outcome.recognised_at_m('clean'):.1f} m")

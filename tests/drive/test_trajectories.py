@@ -1,4 +1,4 @@
-"""Drives (physattack/eot/drive.py): the frames follow the car's trajectory, the sign leaves the frame
+"""Drives (physattack/drive/trajectories.py): the frames follow the car's trajectory, the sign leaves the frame
 where geometry says, a region renders as the full frame has it, and sampling is replayable."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from physattack.eot import BackgroundBank
-from physattack.eot.drive import Dashcam, Drive, DriveRenderer, DriveSampler, DriveSet, braking_distance_m
+from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer, DriveSampler, DriveSet, braking_distance_m
 from physattack.errors import InputError
 from physattack.render import Renderer
 from physattack.render.renderer import mask_boxes

@@ -1,4 +1,4 @@
-"""Judging drives (physattack/evaluate/drive.py): k-of-n voting, the braking point, the tiles, and
+"""Judging drives (physattack/drive/judge.py, stacks.py, report.py): k-of-n voting, the braking point, the tiles, and
 planted victims: one that always reads the sign wrong makes every drive run it, one that always reads
 it right makes every drive stop."""
 
@@ -9,11 +9,12 @@ import torch
 from torch import nn
 
 from physattack.eot import BackgroundBank
-from physattack.eot.drive import Dashcam, DriveRenderer, DriveSet
+from physattack.drive.trajectories import Dashcam, DriveRenderer, DriveSet
 from physattack.errors import InputError
-from physattack.evaluate.drive import (DetectorStack, DriveSettings, PanelVictim, StackSettings, TiledDetector,
-                                       TwoStageStack, check_braking, drive_headline, drive_metrics, evaluate_drives,
-                                       first_recognition, panel_markdown, panel_metrics)
+from physattack.drive.judge import (DriveSettings, Judging, check_braking, drive_metrics, evaluate_drives,
+                                   first_recognition, panel_metrics)
+from physattack.drive.report import drive_headline, panel_markdown
+from physattack.drive.stacks import DetectorStack, Panel, PanelVictim, StackSettings, TiledDetector, TwoStageStack
 from physattack.render import Renderer
 from physattack.victims.base import Classifier
 from physattack.victims.detection import Detections, Detector, DetectorOutput
@@ -110,8 +111,7 @@ SETTINGS = DriveSettings(k=2, n=3, timelines=1, videos=0)
 
 def judge(stack, drives, renderer, scene, adv_texture=None):
     textures = {"clean": scene.texture, **({"attacked": adv_texture} if adv_texture is not None else {})}
-    return evaluate_drives(scene=scene, textures=textures, drives=drives, renderer=renderer, stack=stack,
-                           settings=SETTINGS)
+    return evaluate_drives(Judging(scene, textures, renderer, stack, SETTINGS), drives)
 
 
 @pytest.mark.parametrize("label, stops", [(0, True), (1, False)])
@@ -176,7 +176,7 @@ def test_a_panel_judges_every_classifier_on_the_same_crops_by_the_same_rule(grey
              "other": PanelVictim(PlantedClassifier(0), (0,), "held-out", "vit"),
              "blind": PanelVictim(PlantedClassifier(1), (0,), "held-out", "convnext")}
     stack = TwoStageStack(tiled, PlantedClassifier(0), (0,), 0.3, 0.62, 32, {"detector": "d", "classifier": "twin"},
-                          panel, {"det": "a detector"})
+                          Panel(panel, {"det": "a detector"}))
     hidden = torch.full_like(stop_scene.texture, GREY)       # the planted detector cannot find it: every victim runs it
     outcomes = judge(stack, drives, renderer, stop_scene, adv_texture=hidden)
     for o in outcomes:                                         # drawn (whole) and verdict-only drives alike
@@ -207,7 +207,7 @@ def test_an_ensembles_members_are_judged_one_by_one(grey_drives, stop_scene):
     tiled = TiledDetector(PlantedDetector(0), CAM, (0.75, 0.75), STACK)
     panel = {"a": PanelVictim(PlantedClassifier(0), (0,), "attacked"), "b": PanelVictim(PlantedClassifier(1), (0,),
                                                                                           "attacked")}
-    stack = TwoStageStack(tiled, PlantedClassifier(0), (0,), 0.3, 0.62, 32, {}, panel)
+    stack = TwoStageStack(tiled, PlantedClassifier(0), (0,), 0.3, 0.62, 32, {}, Panel(panel))
     outcomes = judge(stack, drives[:2], renderer, stop_scene, adv_texture=torch.full_like(stop_scene.texture, GREY))
     result = {**drive_metrics(outcomes), "panel": panel_metrics(outcomes, panel), "stack": "two-stage",
               "victims": {"detector": "d", "classifier": "the mean probability of a+b"}, "report": "drive.md"}
@@ -227,7 +227,7 @@ def test_a_detector_stacks_panel_scans_the_same_frames_with_each_detector(grey_d
 
     panel = {"right": PanelVictim(tiled(0, 96), (0,), "held-out", "a"),
              "wrong": PanelVictim(tiled(1), (0,), "held-out", "b")}
-    stack = DetectorStack(tiled(0), 0, 0.3, {"detector": "d"}, panel)
+    stack = DetectorStack(tiled(0), 0, 0.3, {"detector": "d"}, Panel(panel))
     assert all(lo <= inner for lo, inner in zip(stack.region[:2], panel["right"].model.region[:2]))
     assert all(hi >= inner for hi, inner in zip(stack.region[2:], panel["right"].model.region[2:]))
     outcomes = judge(stack, drives[:2], renderer, stop_scene, adv_texture=torch.full_like(stop_scene.texture, GREY))

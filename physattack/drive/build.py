@@ -1,0 +1,124 @@
+"""A drive evaluation from plain parts: the held-out drives, how their frames are rendered, the stack a
+car reads them with, the panel of victims judged beside it, and the judge.
+
+``physattack.cli`` instantiates the configured pieces (dashcam, drive set, settings, the detector and
+the classifier) and calls ``drive_evaluation``; nothing outside this part reaches into the stacks'
+classes. Bad settings (a braking point beyond the first frame) are refused here, before any frame is
+rendered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from torch import Tensor
+
+from physattack.drive.judge import DriveSettings, check_braking
+from physattack.drive.report import report_drives
+from physattack.drive.stacks import DetectorStack, Panel, PanelVictim, StackSettings, TiledDetector, TwoStageStack
+from physattack.drive.trajectories import Dashcam, DriveRenderer
+
+
+@dataclass
+class DriveWorld:
+    """Where the drives happen: the scene, the drives, and what their frames are rendered with."""
+
+    scene: object
+    drives: list
+    renderer: object            # physattack.render.Renderer
+    backgrounds: object         # physattack.eot.BackgroundBank (held-out backgrounds)
+    dashcam: Dashcam
+
+
+@dataclass
+class Perception:
+    """The stack a car runs and who is judged beside it.
+
+    Args:
+        detector: proposes boxes on the frames (or, with no classifier, is the stack).
+        classifier: labels the detector's crop of the sign; None for a detector alone.
+        names: ``{"detector": ..., "classifier": ...}`` as the reports name them.
+        members: ``{name: Member}`` (victim, role, family) of the run's held-out protocol, attacked and
+            held out: the panel (classifiers read the same crops; detectors scan the same frames).
+        crop_px, crop_frame: the side of the classifier's crop and the sign's share of it.
+    """
+
+    detector: object
+    classifier: object | None
+    names: dict[str, str]
+    members: dict | None = None
+    crop_px: int = 96
+    crop_frame: float = 0.8
+
+
+@dataclass
+class DriveEvaluation:
+    """A drive evaluation: the held-out drives, how they are rendered, the stack that reads them, the judge."""
+
+    scene: object
+    drives: list
+    renderer: DriveRenderer
+    stack: object               # DetectorStack or TwoStageStack
+    settings: DriveSettings
+
+    def report(self, adv_texture: Tensor | None, out_dir: str | Path, summary: dict, *, tracker=None,
+               photograph=None, progress: bool = False) -> dict:
+        """Judge the clean sign (and ``adv_texture``, the attacked one) on the drives and write the drive
+        report into ``out_dir`` (``physattack.drive.report.report_drives``); returns its summary."""
+        return report_drives(self, out_dir=out_dir, clean_texture=self.scene.texture, adv_texture=adv_texture,
+                             summary=summary, tracker=tracker, photograph=photograph, progress=progress)
+
+
+def drive_evaluation(world: DriveWorld, perception: Perception, settings: DriveSettings,
+                     stack_settings: StackSettings) -> DriveEvaluation:
+    """The drive evaluation of ``perception`` on ``world``'s drives: a detector stack when there is no
+    classifier, else a two-stage stack whose panel is ``perception.members``' classifiers."""
+    check_braking(world.drives, settings)
+    scene, dashcam = world.scene, world.dashcam
+    size_m = tuple(scene.texture_size_m)
+    tiled = TiledDetector(perception.detector, dashcam, size_m, stack_settings)
+    frame = stack_settings.crop_frame if stack_settings.crop_frame is not None else perception.crop_frame
+    side = stack_settings.crop_px if stack_settings.crop_px is not None else perception.crop_px
+    if perception.classifier is None:
+        panel, skipped = drive_panel(perception.members, scene.class_name, detectors=True)
+        panel = {n: replace(m, model=TiledDetector(m.model, dashcam, size_m, stack_settings)) for n, m in panel.items()}
+        stack = DetectorStack(tiled, perception.detector.label_index(scene.class_name), settings.iou, perception.names,
+                              Panel(panel, skipped))
+    else:
+        classifier = perception.classifier
+        panel, skipped = drive_panel(perception.members, scene.class_name)
+        stack = TwoStageStack(tiled, classifier, classifier.label_set(scene.class_name), settings.iou, frame, side,
+                              perception.names, Panel(panel, skipped))
+    return DriveEvaluation(scene, world.drives, DriveRenderer(world.renderer, world.backgrounds, dashcam), stack,
+                           settings)
+
+
+def drive_panel(members: dict | None, scene_class: str, detectors: bool = False) -> tuple[dict, dict]:
+    """The drive panel of ``members`` (name -> ``PanelVictim``) and the members left off it with the reason:
+    classifiers for a two-stage stack, detectors (``detectors=True``) for a detector stack; a member of the
+    other kind, or without the sign's class, is skipped."""
+    from physattack.evaluate.members import label_sets
+    from physattack.victims.base import VictimError
+
+    panel, skipped = {}, {}
+    for name, member in (members or {}).items():
+        if bool(getattr(member.victim, "is_detector", False)) != detectors:
+            skipped[name] = "a classifier, on a detector stack" if detectors else "a detector, on a two-stage stack"
+            continue
+        if detectors:
+            try:
+                panel[name] = PanelVictim(member.victim, (member.victim.label_index(scene_class),), member.role,
+                                          member.family)
+            except VictimError:
+                skipped[name] = f"its labels lack the scene's class '{scene_class}'"
+            continue
+        sets = label_sets(member.victim, scene_class, None)
+        if isinstance(sets, str):
+            skipped[name] = sets
+        else:
+            panel[name] = PanelVictim(member.victim, sets.true_set, member.role, member.family)
+    return panel, skipped
+
+
+__all__ = ["DriveEvaluation", "DriveWorld", "Perception", "drive_evaluation", "drive_panel"]

@@ -1,0 +1,385 @@
+"""Perception stacks: how a car reads its frames.
+
+(a) ``DetectorStack``: a detector alone; a frame reads the sign when a box of the sign's class (score
+>= the detector's threshold) overlaps the sign (IoU >= ``iou``). (b) ``TwoStageStack``: how
+traffic-sign recognition is built: a detector proposes boxes (any class, score >= threshold), the one
+on the sign is cropped square, framed as the classifier's training crops (the sign's width
+``crop_frame`` of the crop's), and the classifier labels it. Detections elsewhere in the frame do not
+change the verdict on this sign and are not classified.
+
+**Why tiles.** A detector only finds objects at the scales it was trained on. The bundled DetNet saw
+signs 13-96 px wide in its 160-px input (context frames, ``eot/frames.py``); a 0.75 m sign on a
+1920-px, 90° dashcam is 720/d px wide: 9 px at 80 m, 14 px at 50 m, 90 px at 8 m. Shrinking the
+whole frame to 160 px (or even a 960-px working copy) would make every sign a few pixels wide. So
+``TiledDetector`` runs the detector on overlapping input-sized tiles of search regions at one or two
+scales, as a real pipeline scans a pyramid of its region of interest: each ``SearchScale`` looks at
+``scale`` × the sensor's resolution for signs ``distance_m`` away (far ones upsampled 2×, near ones at
+native resolution), over the part of the frame where a roadside sign (``lateral_m`` right of the
+camera's path, its centre ``height_m`` above the road) can be at those distances. Only those regions
+are rendered for judging (``DriveRenderer`` renders a region exactly as the full frame has it).
+
+**Panels.** A stack can also hand the same crops (or frames) to a **panel** of victims
+(``PanelVictim``: the attacked ones and the held-out ones of the run's held-out protocol): each is
+judged by the same voting and braking rule, so the report says whether a car whose model the patch
+was *not* fitted to would still stop, and an ensemble's members are judged one by one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torchvision.ops import batched_nms, box_iou, roi_align
+
+from physattack.drive.trajectories import Dashcam, face_corners, projected_boxes
+from physattack.errors import InputError, check_interval, check_range
+from physattack.victims.detection import Detections
+
+Range = tuple[float, float]
+Region = tuple[int, int, int, int]
+
+
+# -- searching the frame --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SearchScale:
+    """Look at ``scale`` × the sensor's resolution for signs ``distance_m`` (near, far) away."""
+
+    scale: float
+    distance_m: Range
+
+    def __post_init__(self) -> None:
+        check_range("drive.stack.scales[].scale", self.scale, 0.0, 8.0, lo_open=True,
+                    why="the detector's view as a multiple of the sensor's resolution")
+        check_interval("drive.stack.scales[].distance_m", self.distance_m, 0.0, lo_open=True,
+                       why="the distances this scale looks for signs at, metres")
+
+
+@dataclass
+class StackSettings:
+    """How a perception stack searches the frame and crops for its classifier (see the module docstring).
+
+    Args:
+        scales: ``SearchScale`` s, or dicts ``{scale, distance_m}``.
+        lateral_m, height_m: where roadside signs stand: metres right of the camera's path, and their
+            centres' height above the road.
+        overlap: the tiles' overlap as a share of their side.
+        crop_frame: two-stage: the sign's width as a share of the classifier's crop (None: the caller's,
+            e.g. the run's ``eot.grid.frame``).
+        crop_px: two-stage: the crops' side in pixels (None: the caller's, e.g. the run's ``image_size``).
+    """
+
+    scales: list = field(default_factory=lambda: [{"scale": 2.0, "distance_m": [40.0, 85.0]},
+                                                  {"scale": 1.0, "distance_m": [9.0, 45.0]}])
+    lateral_m: Range = (1.5, 9.0)
+    height_m: Range = (1.5, 3.0)
+    overlap: float = 0.35
+    crop_frame: float | None = None
+    crop_px: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.scales, (str, bytes)) or not self.scales:
+            raise InputError("drive.stack.scales must be a non-empty list of {scale, distance_m}; "
+                             f"got {self.scales!r}.")
+        try:
+            self.scales = [s if isinstance(s, SearchScale) else SearchScale(float(s["scale"]), tuple(s["distance_m"]))
+                           for s in self.scales]
+        except (KeyError, TypeError, ValueError):
+            raise InputError("drive.stack.scales must be a list of {scale: <multiple of the sensor's resolution>, "
+                             f"distance_m: [near, far]}}; got {self.scales!r}.") from None
+        check_interval("drive.stack.lateral_m", self.lateral_m, why="metres right of the camera's path")
+        check_interval("drive.stack.height_m", self.height_m, why="metres above the road")
+        check_range("drive.stack.overlap", self.overlap, 0.0, 0.9, why="the tiles' overlap as a share of their side")
+        if self.crop_frame is not None:
+            check_range("drive.stack.crop_frame", self.crop_frame, 0.0, 1.0, lo_open=True,
+                        why="the sign's width as a share of the classifier's crop")
+        if self.crop_px is not None:
+            check_range("drive.stack.crop_px", self.crop_px, 8, integer=True, why="the crops' side in pixels")
+
+
+@dataclass(frozen=True)
+class Tile:
+    scale_index: int
+    x: int           # top-left in the scaled search region's pixels
+    y: int
+
+
+class TiledDetector:
+    """A detector run over overlapping tiles of its search regions (see the module docstring).
+
+    Args:
+        detector: a ``Detector`` (``input_size`` is its tile side).
+        dashcam: the camera the frames come from.
+        sign_size_m: the sign's (width, height).
+        settings: the scales, where signs stand, and the tiles' overlap.
+    """
+
+    def __init__(self, detector, dashcam: Dashcam, sign_size_m: tuple[float, float], settings: StackSettings):
+        self.detector, self.dashcam, self.settings = detector, dashcam, settings
+        self.scales = settings.scales
+        self.tile = int(detector.input_size)
+        self.regions = [self._search_region(s, sign_size_m, settings.lateral_m, settings.height_m) for s in self.scales]
+        self.region: Region = (min(r[0] for r in self.regions), min(r[1] for r in self.regions),
+                               max(r[2] for r in self.regions), max(r[3] for r in self.regions))
+        self.tiles = [Tile(i, x, y) for i, (s, r) in enumerate(zip(self.scales, self.regions))
+                      for y in _starts(round((r[3] - r[1]) * s.scale), self.tile, settings.overlap)
+                      for x in _starts(round((r[2] - r[0]) * s.scale), self.tile, settings.overlap)]
+
+    def _search_region(self, scale: SearchScale, size_m, lateral_m: Range, height_m: Range) -> Region:
+        cam = self.dashcam
+        corners = torch.tensor([[-lat, cam.height_m - h, d] for lat in lateral_m for h in height_m
+                                for d in scale.distance_m], dtype=torch.float64)
+        boxes, _ = projected_boxes(cam.cameras(corners), face_corners(size_m).double())
+        x0, y0 = float(boxes[:, 0].min()), float(boxes[:, 1].min())
+        x1, y1 = float(boxes[:, 2].max()), float(boxes[:, 3].max())
+        side = self.tile / scale.scale                      # at least one tile's worth of the frame
+        x0, x1 = _widen(x0, x1, side, cam.width_px)
+        y0, y1 = _widen(y0, y1, side, cam.height_px)
+        return int(x0), int(y0), int(x1), int(y1)
+
+    @torch.no_grad()
+    def __call__(self, images: Tensor, region: Region, batch: int = 64) -> list[Detections]:
+        """Detections (full-frame pixels, after NMS across tiles and scales) in each of T frames;
+        ``images`` (T×3×h×w) show ``region`` of the frame, which must hold ``self.region``."""
+        gx, gy = region[0], region[1]
+        t = images.shape[0]
+        tiles, where = [], []
+        for i, (s, r) in enumerate(zip(self.scales, self.regions)):
+            crop = images[:, :, r[1] - gy:r[3] - gy, r[0] - gx:r[2] - gx]
+            size = (round(crop.shape[-2] * s.scale), round(crop.shape[-1] * s.scale))
+            scaled = crop if s.scale == 1 else F.interpolate(crop, size=size, mode="bilinear", align_corners=False,
+                                                             antialias=s.scale < 1)
+            short = (max(0, self.tile - scaled.shape[-1]), max(0, self.tile - scaled.shape[-2]))
+            if any(short):                           # a frame smaller than one tile
+                scaled = F.pad(scaled, (0, short[0], 0, short[1]), mode="replicate")
+            for tile in (tl for tl in self.tiles if tl.scale_index == i):
+                tiles.append(scaled[:, :, tile.y:tile.y + self.tile, tile.x:tile.x + self.tile])
+                where.append((s.scale, r[0] + tile.x / s.scale, r[1] + tile.y / s.scale))
+        device = next((p.device for p in self.detector.parameters()), images.device)
+        stacked = torch.stack(tiles, 1).flatten(0, 1).to(device)    # frame-major: T·K tiles
+        found: list[Detections] = []
+        for start in range(0, stacked.shape[0], batch):
+            found += self.detector(stacked[start:start + batch]).detections
+        out = []
+        k = len(tiles)
+        for f in range(t):
+            boxes, scores, labels = [], [], []
+            for j, (scale, ox, oy) in enumerate(where):
+                d = found[f * k + j]
+                boxes.append(d.boxes.detach().cpu() / scale + torch.tensor([ox, oy, ox, oy]))
+                scores.append(d.scores.detach().cpu())
+                labels.append(d.labels.detach().cpu())
+            b, s, lab = torch.cat(boxes), torch.cat(scores), torch.cat(labels)
+            keep = batched_nms(b, s, lab, 0.5)
+            out.append(Detections(b[keep], s[keep], lab[keep]))
+        return out
+
+
+def _starts(length: int, tile: int, overlap: float) -> list[int]:
+    """Tile origins covering ``length`` pixels with tiles of ``tile`` overlapping by at least ``overlap``."""
+    if length <= tile:
+        return [0]
+    stride = tile * (1 - overlap)
+    n = math.ceil((length - tile) / stride) + 1
+    return [round(i * (length - tile) / (n - 1)) for i in range(n)]
+
+
+def _widen(lo: float, hi: float, side: float, limit: int) -> tuple[int, int]:
+    """[lo, hi] in whole pixels, clipped to [0, limit] and widened about its centre to at least ``side``."""
+    lo, hi = max(0, math.floor(lo)), min(limit, math.ceil(hi))
+    need = min(limit, math.ceil(side))
+    if hi - lo < need:
+        lo = min(max(0, round((lo + hi - need) / 2)), limit - need)
+        hi = lo + need
+    return lo, hi
+
+
+# -- perception stacks ----------------------------------------------------------------------------
+@dataclass
+class Readings:
+    """What a stack read in each of T frames of a drive.
+
+    Shape:
+        correct: T bool, the frame read the sign as its class.
+        label: T label indices into the stack's ``labels`` (-1: the sign was not found).
+        score: T, the sign's class score on the sign (detector) or its probability (classifier), 0 when not found.
+        box: T×4, the detection taken as the sign (zeros when none).
+        detections: T ``Detections`` (full-frame pixels), for pictures.
+    """
+
+    correct: Tensor
+    label: Tensor
+    score: Tensor
+    box: Tensor
+    detections: list[Detections] = field(default_factory=list)
+    panel: dict[str, Tensor] = field(default_factory=dict)    # name -> T bool: that panel victim read the sign
+
+    def verdicts(self) -> Readings:
+        """The same readings without the detections (all a verdict needs)."""
+        return Readings(self.correct, self.label, self.score, self.box, panel=self.panel)
+
+
+@dataclass(frozen=True)
+class PanelVictim:
+    """A model a stack also reads every frame with: a classifier (two-stage stacks: it labels the same
+    crops) or a ``TiledDetector`` (detector stacks: it scans the same frames); its true label set for
+    the sign, its role in the run (``attacked`` or ``held-out``) and its architecture family."""
+
+    model: object
+    true_labels: tuple[int, ...]
+    role: str
+    family: str | None = None
+
+
+@dataclass(frozen=True)
+class Panel:
+    """The victims judged beside a stack on the same crops or frames, and those left off it with the reason."""
+
+    victims: dict[str, PanelVictim] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def _blank(t: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Readings' fields for T frames in which nothing was found."""
+    return torch.zeros(t, dtype=torch.bool), torch.full((t,), -1), torch.zeros(t), torch.zeros(t, 4)
+
+
+def _on_sign(det: Detections, sign_box: Tensor, iou: float, threshold: float) -> Tensor:
+    """Which detections (score >= threshold) overlap ``sign_box`` with IoU >= ``iou``."""
+    if len(det) == 0 or float((sign_box[2:] - sign_box[:2]).min()) <= 0:
+        return torch.zeros(len(det), dtype=torch.bool)
+    return (box_iou(det.boxes.float(), sign_box[None].float())[:, 0] >= iou) & (det.scores >= threshold)
+
+
+class DetectorStack:
+    """(a) A detector alone: a frame reads the sign when a box of its class overlaps it.
+
+    ``panel``: more detectors (``Panel.victims``: name -> ``PanelVictim`` holding a ``TiledDetector``) that
+    scan the same frames by the same rule, each one's verdicts in ``Readings.panel``; the frames rendered
+    then cover every panel detector's search region too. ``Panel.skipped``: name -> why one is not on it."""
+
+    kind = "detector"
+
+    def __init__(self, tiled: TiledDetector, true_label: int, iou: float, names: dict[str, str],
+                 panel: Panel | None = None):
+        self.tiled, self.true_label, self.iou, self.names = tiled, true_label, iou, names
+        self.labels = tuple(tiled.detector.labels)
+        panel = panel or Panel()
+        self.panel, self.panel_skipped = dict(panel.victims), dict(panel.skipped)
+
+    @property
+    def region(self) -> Region:
+        regions = [self.tiled.region] + [m.model.region for m in self.panel.values()]
+        return (min(r[0] for r in regions), min(r[1] for r in regions),
+                max(r[2] for r in regions), max(r[3] for r in regions))
+
+    def read(self, images: Tensor, region: Region, sign_boxes: Tensor) -> Readings:
+        dets = self.tiled(images, region)
+        thr = self.tiled.detector.score_threshold
+        t = len(dets)
+        correct, label, score, box = _blank(t)
+        for i, (d, sign) in enumerate(zip(dets, sign_boxes)):
+            near = _on_sign(d, sign, self.iou, 0.0)
+            own = near & (d.labels == self.true_label)
+            if own.any():
+                score[i] = d.scores[own].max()
+            hit = near & (d.scores >= thr)
+            if hit.any():
+                j = int(torch.nonzero(hit).flatten()[d.scores[hit].argmax()])
+                label[i], box[i] = int(d.labels[j]), d.boxes[j]
+                correct[i] = bool((hit & (d.labels == self.true_label)).any())
+        panel = {name: _sees(member.model(images, region), sign_boxes, member.true_labels, self.iou,
+                             member.model.detector.score_threshold) for name, member in self.panel.items()}
+        return Readings(correct, label, score, box, dets, panel)
+
+
+def _sees(dets: list[Detections], sign_boxes: Tensor, true_labels: tuple[int, ...], iou: float,
+          threshold: float) -> Tensor:
+    """T bool: a box of one of ``true_labels`` (score >= ``threshold``) overlaps the sign in the frame."""
+    wanted = torch.tensor(list(true_labels))
+    return torch.tensor([bool((_on_sign(d, sign, iou, threshold) & torch.isin(d.labels, wanted)).any())
+                         for d, sign in zip(dets, sign_boxes)], dtype=torch.bool)
+
+
+class TwoStageStack:
+    """(b) Detector -> square crop around the detection on the sign -> classifier -> label.
+
+    Args:
+        tiled: the detector over its search regions.
+        classifier: a ``Classifier`` victim (B×3×S×S in [0, 1] -> logits).
+        true_labels: the classifier's label indices that count as the sign's class (its label set).
+        iou: a detection is on the sign when its IoU with the sign's box is at least this.
+        crop_frame: the sign's (box's) width as a share of the crop's, as in the classifier's training crops.
+        crop_px: the crops' side in pixels (the classifier resizes as it always does).
+        panel: more classifiers (``Panel.victims``: name -> ``PanelVictim``) that read the same crops; each
+            one's verdicts go into ``Readings.panel``; ``Panel.skipped``: name -> why one is not on it.
+    """
+
+    kind = "two-stage"
+
+    def __init__(self, tiled: TiledDetector, classifier, true_labels: tuple[int, ...], iou: float, crop_frame: float,
+                 crop_px: int, names: dict[str, str], panel: Panel | None = None):
+        self.tiled, self.classifier, self.iou, self.names = tiled, classifier, iou, names
+        panel = panel or Panel()
+        self.panel, self.panel_skipped = dict(panel.victims), dict(panel.skipped)
+        self.true_labels = torch.tensor(list(true_labels))
+        self.crop_frame = check_range("drive.stack.crop_frame", crop_frame, 0.0, 1.0, lo_open=True,
+                                      why="the sign's width as a share of the classifier's crop")
+        self.crop_px = check_range("drive.stack.crop_px", crop_px, 8, integer=True, why="the crops' side in pixels")
+        self.labels = tuple(classifier.labels)
+
+    @property
+    def region(self) -> Region:
+        return self.tiled.region
+
+    def crops(self, images: Tensor, region: Region, boxes: Tensor) -> Tensor:
+        """B square crops (B×3×crop_px×crop_px) of ``images`` (one per box, B×4 full-frame pixels, row i
+        from image i) centred on each box, the box's longer side ``crop_frame`` of the crop's."""
+        c = (boxes[:, :2] + boxes[:, 2:]) / 2 - torch.tensor([region[0], region[1]], dtype=boxes.dtype)
+        half = (boxes[:, 2:] - boxes[:, :2]).amax(1, keepdim=True) / self.crop_frame / 2
+        rois = torch.cat([torch.arange(len(boxes), dtype=boxes.dtype)[:, None], c - half, c + half], 1)
+        return roi_align(images, rois.to(images.dtype), self.crop_px, 1.0, sampling_ratio=2, aligned=True)
+
+    @torch.no_grad()
+    def read(self, images: Tensor, region: Region, sign_boxes: Tensor) -> Readings:
+        dets = self.tiled(images, region)
+        thr = self.tiled.detector.score_threshold
+        t = len(dets)
+        correct, label, score, box = _blank(t)
+        panel = {name: torch.zeros(t, dtype=torch.bool) for name in self.panel}
+        found = []
+        for i, (d, sign) in enumerate(zip(dets, sign_boxes)):
+            hit = _on_sign(d, sign, self.iou, thr)
+            if hit.any():
+                j = int(torch.nonzero(hit).flatten()[d.scores[hit].argmax()])
+                box[i] = d.boxes[j]
+                found.append(i)
+        if found:
+            idx = torch.tensor(found)
+            crops = self.crops(images[idx], region, box[idx])
+            probs = _probs(self.classifier, crops)
+            pred = probs.argmax(-1)
+            label[idx] = pred
+            correct[idx] = torch.isin(pred, self.true_labels)
+            score[idx] = probs[:, self.true_labels].sum(-1)
+            for name, member in self.panel.items():          # one after another: memory stays near one's
+                panel[name][idx] = torch.isin(_probs(member.model, crops).argmax(-1),
+                                              torch.tensor(list(member.true_labels)))
+        return Readings(correct, label, score, box, dets, panel)
+
+
+def _probs(classifier, crops: Tensor) -> Tensor:
+    """``classifier``'s softmax on ``crops``, on the classifier's device, returned on the CPU."""
+    device = next((p.device for p in classifier.parameters()), crops.device)
+    return torch.softmax(classifier(crops.to(device)).float(), -1).cpu()
+
+
+def cat_readings(parts: list[Readings]) -> Readings:
+    return Readings(torch.cat([p.correct for p in parts]), torch.cat([p.label for p in parts]),
+                    torch.cat([p.score for p in parts]), torch.cat([p.box for p in parts]),
+                    [d for p in parts for d in p.detections],
+                    {name: torch.cat([p.panel[name] for p in parts]) for name in (parts[0].panel if parts else {})})
+
+
