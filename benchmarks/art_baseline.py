@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from physattack.eot import BackgroundBank, EvalGrid, ViewPipeline, ViewSampler
+from physattack.evaluate.grid import Comparison
 from physattack.evaluate.heldout import evaluate_heldout, heldout_metrics
 from physattack.render import Renderer
 from physattack.scene import load_scene
@@ -47,9 +48,9 @@ def protocol_grid(bank: BackgroundBank) -> EvalGrid:
 def physattack_patch(scene, victim, args) -> tuple[torch.Tensor, float, int, float]:
     """The canonical attack (conf defaults): attacked texture, wall seconds, victim passes, area fraction."""
     if args.physattack_run:
-        from physattack.cli.build import finished_run
-        run = finished_run(args.physattack_run)
-        m = run.metrics
+        from physattack.cli.runs import open_run
+        folder = open_run(args.physattack_run)
+        run, m = folder.rebuild(), folder.report.summary
         passes = (m["steps_done"] + run.cfg.attack.mask_search_steps * (run.cfg.patch.shape == "search")) * m["batch_size"]
         return run.adv_texture, float(m["attack_seconds"]), int(passes), float(m["patch_area_fraction"])
     from physattack.attack import AttackSetup, EOTAttack
@@ -142,7 +143,7 @@ def main() -> None:
     true_set, target_set = victim.label_set("stop"), victim.label_set("yield")
     rows = {}
     for name, tex in (("physattack", phys_tex), ("art", art_tex)):
-        r = evaluate_heldout(scene, scene.texture, tex, held, victim, grid, true_set, target_set)
+        r = evaluate_heldout(Comparison(scene, scene.texture, tex, held), victim, grid, (true_set, target_set))
         rows[name] = heldout_metrics(r)
     from physattack.atomic import save_rgb_png
     save_rgb_png(args.out / "art_texture.png", art_tex)

@@ -18,7 +18,7 @@ from physattack.cli.attack import require_scene
 from physattack.cli.door import HydraCommand
 from physattack.eot import ViewPipeline
 from physattack.errors import InputError
-from physattack.evaluate.atlas import build_atlas, default_axes, with_axes
+from physattack.evaluate.atlas import AtlasDesign, build_atlas, default_axes, with_axes
 from physattack.evaluate.heldout_report import atlas_bins_figure, atlas_image, atlas_markdown
 
 
@@ -37,10 +37,10 @@ def run_atlas(cfg: DictConfig, out: str | Path) -> tuple[dict, str]:
             raise InputError(f"Unknown atlas axes {unknown}; choose from {sorted(axes)}.")
         axes = with_axes(axes, list(cfg.axes))
     pairs = [tuple(p) for p in cfg.pairs if all(a in axes for a in p)]
-    atlas, samples, probs = build_atlas(scene, victim, pipeline, axes=axes, per_axis=cfg.per_axis, pairs=pairs,
-                                        per_pair=cfg.per_pair, bins=cfg.bins, pair_bins=cfg.pair_bins,
-                                        max_accuracy=cfg.max_accuracy, confidence=cfg.confidence, seed=cfg.seed,
-                                        batch_size=cfg.batch_size)
+    design = AtlasDesign(per_axis=cfg.per_axis, pairs=tuple(pairs), per_pair=cfg.per_pair, bins=cfg.bins,
+                         pair_bins=cfg.pair_bins, max_accuracy=cfg.max_accuracy, confidence=cfg.confidence,
+                         seed=cfg.seed, batch_size=cfg.batch_size)
+    atlas, samples, probs = build_atlas(scene, victim, pipeline, design, axes=axes)
     data = atlas.to_dict()
     save_json(out / "atlas.json", {**data, "victim": cfg.victim.get("_target_"), "scene": scene.name})
     text = "\n".join(atlas_markdown(data, f"# Natural-failure atlas: {scene.name} ({scene.class_name}), "

@@ -287,11 +287,38 @@ def _region(box, keep: Tensor, correct: Tensor, wrong_conf: Tensor, pred: Tensor
                        examples=order.tolist())
 
 
-def find_regions(samples: AtlasSamples, probs: Tensor, true_set, labels, axes: dict[str, AtlasAxis], bins: int = 8,
-                 pair_bins: int = 4, max_accuracy: float = 0.5, confidence: float = 0.5, min_samples: int = 4,
-                 examples: int = 4) -> tuple[dict[str, list[dict]], list[AtlasRegion]]:
+@dataclass(frozen=True)
+class AtlasDesign:
+    """How the atlas searches and bins (``build_atlas``, ``find_regions``).
+
+    Args:
+        per_axis: one-factor samples per axis; ``pairs`` and ``per_pair``: two-factor samples.
+        bins, pair_bins: bins per axis for one- and two-factor regions.
+        max_accuracy: a bin fails when its clean accuracy is below this.
+        confidence: a failure is "confident" when the wrong label's probability is at least this.
+        min_samples: the fewest samples a failing bin needs; ``examples``: sample indices kept per region.
+        batch_size: views rendered at a time; ``seed``: of the samples' generator.
+    """
+
+    per_axis: int = 48
+    pairs: tuple[tuple[str, str], ...] = ()
+    per_pair: int = 64
+    bins: int = 8
+    pair_bins: int = 4
+    max_accuracy: float = 0.5
+    confidence: float = 0.5
+    min_samples: int = 4
+    examples: int = 4
+    batch_size: int = 64
+    seed: int = 2000
+
+
+def find_regions(samples: AtlasSamples, probs: Tensor, true_set, labels, axes: dict[str, AtlasAxis],
+                 design: AtlasDesign = AtlasDesign()) -> tuple[dict[str, list[dict]], list[AtlasRegion]]:
     """Per-axis bins of the one-factor samples and the failing regions (runs of failing bins, and
     failing cells of each pair not already inside a one-axis region)."""
+    bins, pair_bins, max_accuracy = design.bins, design.pair_bins, design.max_accuracy
+    confidence, min_samples, examples = design.confidence, design.min_samples, design.examples
     pred = probs.argmax(1)
     correct = in_label_set(pred, true_set)
     wrong_conf = probs.max(1).values
@@ -344,27 +371,24 @@ def find_regions(samples: AtlasSamples, probs: Tensor, true_set, labels, axes: d
 
 
 @torch.no_grad()
-def build_atlas(scene, victim, pipeline, *, true_set=None, axes: dict[str, AtlasAxis] | None = None,
-                per_axis: int = 48, pairs: list[tuple[str, str]] | None = None, per_pair: int = 64, bins: int = 8,
-                pair_bins: int = 4, max_accuracy: float = 0.5, confidence: float = 0.5, min_samples: int = 4,
-                examples: int = 4, batch_size: int = 64, seed: int = 2000,
-                background_count: int | None = None) -> tuple[Atlas, AtlasSamples, Tensor]:
+def build_atlas(scene, victim, pipeline, design: AtlasDesign = AtlasDesign(), *, true_set=None,
+                axes: dict[str, AtlasAxis] | None = None, background_count: int | None = None
+                ) -> tuple[Atlas, AtlasSamples, Tensor]:
     """Search the clean scene's parameters for natural failures of ``victim``.
 
     Args:
         pipeline: a ViewPipeline over **held-out** backgrounds.
+        design: how many samples, how they are binned and when a bin fails (``AtlasDesign``).
         true_set: acceptable label indices (default: the victim's set for the scene's class).
         axes: name -> AtlasAxis (default ``default_axes()``; a subset searches only those).
-        per_axis: one-factor samples per axis; ``pairs`` and ``per_pair``: two-factor samples.
-        bins, pair_bins: bins per axis for one- and two-factor regions.
-        max_accuracy: a bin fails when its clean accuracy is below this.
-        confidence: a failure is "confident" when the wrong label's probability is at least this.
 
     Returns:
         the atlas, the samples, and their N×K probabilities.
     """
+    per_axis, per_pair, batch_size, seed = design.per_axis, design.per_pair, design.batch_size, design.seed
+    confidence, max_accuracy, pairs = design.confidence, design.max_accuracy, design.pairs
     axes = axes or default_axes()
-    pairs = [tuple(p) for p in (pairs or [])]
+    pairs = [tuple(p) for p in (pairs or ())]
     unknown = [a for p in pairs for a in p if a not in axes]
     if unknown:
         raise ValueError(f"Atlas pairs name unknown axes {unknown}; axes are {sorted(axes)}.")
@@ -377,8 +401,7 @@ def build_atlas(scene, victim, pipeline, *, true_set=None, axes: dict[str, Atlas
         images = render_samples(scene, scene.texture, pipeline, samples[torch.arange(s, min(s + batch_size, len(samples)))])
         probs.append(torch.softmax(victim(images).float(), 1).cpu())
     probs = torch.cat(probs)
-    table, regions = find_regions(samples, probs, true_set, victim.labels, axes, bins, pair_bins, max_accuracy,
-                                  confidence, min_samples, examples)
+    table, regions = find_regions(samples, probs, true_set, victim.labels, axes, design)
     correct = in_label_set(probs.argmax(1), true_set)
     confident = (~correct & (probs.max(1).values >= confidence)).float().mean()
     atlas = Atlas(true_label=scene.class_name, true_set=list(true_set), axes=axes, samples=len(samples),

@@ -15,7 +15,6 @@ attacked. Rates carry Wilson intervals as the classifier metrics do.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,63 +25,15 @@ import torch
 from torch import Tensor
 from torchvision.ops import box_iou
 
-from physattack.atomic import save_figure, save_json, save_rgb_png, save_text, save_torch
+from physattack.atomic import save_figure, save_rgb_png, save_text, save_torch
+from physattack.evaluate.attacked import EvaluationSetup, FinishedAttack
+from physattack.evaluate.grid import Comparison
 from physattack.evaluate.metrics import rate
 from physattack.evaluate.plots import success_heatmap, training_curves
 from physattack.evaluate.report import save_patch_png
-from physattack.victims.detection import Detections, best_scores_on_boxes
-
-
-# -- matching and AP: pure functions ---------------------------------------------------------------
-def match_detections(boxes: Tensor, scores: Tensor, labels: Tensor, gt_boxes: Tensor, gt_labels: Tensor,
-                     iou: float = 0.5) -> Tensor:
-    """Which detections are true positives: greedy in descending score, each ground-truth box of the
-    same class taken by at most one detection with IoU ≥ ``iou``. Returns a bool N in input order."""
-    tp = torch.zeros(len(scores), dtype=torch.bool)
-    if len(scores) == 0 or len(gt_boxes) == 0:
-        return tp
-    overlaps = box_iou(boxes.float().cpu(), gt_boxes.float().cpu())
-    same = labels.cpu()[:, None] == gt_labels.cpu()[None, :]
-    overlaps = torch.where(same, overlaps, torch.full_like(overlaps, -1.0))
-    taken = torch.zeros(len(gt_boxes), dtype=torch.bool)
-    for i in scores.cpu().argsort(descending=True, stable=True).tolist():
-        cand = torch.where(taken, torch.full_like(overlaps[i], -1.0), overlaps[i])
-        j = int(cand.argmax())
-        if cand[j] >= iou:
-            tp[i], taken[j] = True, True
-    return tp
-
-
-def average_precision(scores: Tensor, tp: Tensor, n_gt: int) -> float:
-    """All-point interpolated AP: the area under the precision-recall curve made monotone from the
-    right; ``nan`` when there is no ground truth."""
-    if n_gt == 0:
-        return float("nan")
-    if len(scores) == 0:
-        return 0.0
-    order = scores.argsort(descending=True, stable=True)
-    hits = tp[order].float()
-    cum_tp = hits.cumsum(0)
-    precision = cum_tp / torch.arange(1, len(hits) + 1)
-    recall = cum_tp / n_gt
-    precision = torch.cat([torch.zeros(1), precision, torch.zeros(1)])
-    recall = torch.cat([torch.zeros(1), recall, torch.ones(1) * float(recall[-1])])
-    precision = precision.flip(0).cummax(0).values.flip(0)
-    return float(((recall[1:] - recall[:-1]) * precision[1:]).sum())
-
-
-def class_ap(detections: list[Detections], gt_boxes: list[Tensor], gt_labels: list[Tensor], label: int,
-             iou: float = 0.5) -> float:
-    """AP@``iou`` of one class over a set of images."""
-    scores, tps, n_gt = [], [], 0
-    for det, gb, gl in zip(detections, gt_boxes, gt_labels):
-        n_gt += int((gl == label).sum())
-        mine = det.labels.cpu() == label
-        tp = match_detections(det.boxes[mine], det.scores[mine], det.labels[mine], gb, gl, iou)
-        scores.append(det.scores[mine].cpu())
-        tps.append(tp)
-    return average_precision(torch.cat(scores) if scores else torch.zeros(0),
-                             torch.cat(tps) if tps else torch.zeros(0, dtype=torch.bool), n_gt)
+from physattack.run_report import RunReport
+from physattack.victims.detection import (Detections, average_precision, best_scores_on_boxes, class_ap,
+                                         match_detections)
 
 
 def detection_metrics(clean_true: Tensor, adv_true: Tensor, adv_target: Tensor | None, adv_any: Tensor,
@@ -122,20 +73,19 @@ class DetectionGridResult:
 
 
 @torch.no_grad()
-def evaluate_detection_on_grid(scene, clean_texture: Tensor, adv_texture: Tensor, pipeline, victim, grid,
-                               true_label: int, target_label: int | None, batch_size: int = 32,
+def evaluate_detection_on_grid(cmp: Comparison, victim, grid, labels: tuple[int, int | None], batch_size: int = 32,
                                keep_images: int = 0) -> tuple[DetectionGridResult, Tensor | None, Tensor | None]:
-    """Detect on every grid frame with the clean and the attacked texture.
+    """Detect on every grid frame with the clean and the attacked texture; ``labels``: the true label's
+    index and the target's (None: not a mislabelling attack).
 
     Returns the result and (when ``keep_images``) that many clean and attacked frames picked evenly
     across the grid.
     """
+    true_label, target_label = labels
     params = grid.params()
     gt, clean, adv = [], [], []
     for s in range(0, len(params), batch_size):
-        p = params[s:s + batch_size]
-        c_views = pipeline(scene, clean_texture, p)
-        a_views = pipeline(scene, adv_texture, p)
+        c_views, a_views = cmp.views(params[s:s + batch_size])
         gt.append(c_views.boxes.cpu())
         clean += [_cpu(d) for d in victim(c_views.images).detections]
         adv += [_cpu(d) for d in victim(a_views.images).detections]
@@ -154,8 +104,8 @@ def evaluate_detection_on_grid(scene, clean_texture: Tensor, adv_texture: Tensor
     if not keep_images:
         return result, None, None
     pick = torch.linspace(0, len(params) - 1, keep_images).round().long()
-    sub = params[pick]
-    return result, pipeline(scene, clean_texture, sub).images.cpu(), pipeline(scene, adv_texture, sub).images.cpu()
+    c_views, a_views = cmp.views(params[pick])
+    return result, c_views.images.cpu(), a_views.images.cpu()
 
 
 def _cpu(d: Detections) -> Detections:
@@ -185,10 +135,12 @@ def draw_detections(image: Tensor, det: Detections, labels: tuple[str, ...], thr
     return img
 
 
-def detections_gallery(clean: Tensor, attacked: Tensor, clean_det: list[Detections], adv_det: list[Detections],
+def detections_gallery(images: tuple[Tensor, Tensor], detections: tuple[list[Detections], list[Detections]],
                        gt_boxes: Tensor, labels: tuple[str, ...], threshold: float, true_label: int,
                        columns: int = 6) -> np.ndarray:
-    """Clean frames above their attacked twins, boxes drawn; H×W×3 uint8 RGB."""
+    """Clean frames above their attacked twins (``images``: clean, attacked), their detections (clean,
+    attacked) drawn; H×W×3 uint8 RGB."""
+    (clean, attacked), (clean_det, adv_det) = images, detections
     tiles = []
     for img_c, img_a, dc, da, gb in zip(clean, attacked, clean_det, adv_det, gt_boxes):
         pair = [draw_detections(img_c, dc, labels, threshold, gb, true_label),
@@ -200,26 +152,27 @@ def detections_gallery(clean: Tensor, attacked: Tensor, clean_det: list[Detectio
 
 
 # -- a whole run's report ---------------------------------------------------------------------------
-def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture, eval_pipeline, grid, tracker,
-                            run_dir: str | Path, run, true_index: int, target_index: int | None,
-                            started: float, attack_seconds: float, eval_texture: Tensor | None = None,
-                            detectors: dict | None = None, victim_names: list[str] | None = None) -> dict:
-    """Evaluate a finished detector attack on the held-out frames, write its outputs into ``run_dir``
-    and log them; returns the metrics written to ``metrics.json``. ``eval_texture`` is what the
-    held-out frames show (the texture as printed, when a colour model prints it; default ``adv_texture``).
+def report_detection_attack(done: FinishedAttack, setup: EvaluationSetup) -> RunReport:
+    """Judge a finished detector attack on the held-out frames, write its outputs into ``setup.run_dir`` and
+    log them; returns the run report (the command adds the drives and the headline).
 
-    ``detectors`` (``{name: Member}``, attacked and held out; ``physattack.cli.build.protocol_detectors``)
-    are scored on the same frames after the attack (``physattack.evaluate.detectors``): the table goes
-    into ``metrics.json`` under ``heldout.detectors``, into ``report.md`` and to the tracker.
-    ``victim_names`` (the attacked detectors' names) go into ``metrics.json`` and the headline."""
+    The held-out frames show ``done.eval_texture`` (the texture as printed, when a colour model prints
+    it). ``setup.protocol`` (``{name: Member}``, attacked and held out; ``physattack.cli.build.
+    protocol_members``) are scored on the same frames after the attack (``physattack.evaluate.detectors``):
+    the table goes under ``heldout.detectors``, into ``report.md`` and to the tracker. ``done.victim_names``
+    (the attacked detectors' names) go into the report and the headline."""
     from physattack.evaluate.detectors import evaluate_detectors, log_detectors
     from physattack.evaluate.heldout_report import victim_axes, victims_conditions_figure
 
-    run_dir = Path(run_dir)
+    scene, victim, patch, attack, result, run = done.scene, done.victim, done.patch, done.attack, done.result, setup.run
+    run_dir, tracker, detectors = Path(setup.run_dir), setup.tracker, setup.protocol
+    adv_texture = done.adv_texture
+    true_index = victim.label_index(scene.class_name)
+    target_index = attack.label(victim, scene) if attack.targeted else None
+    cmp = Comparison(scene, scene.texture, done.eval_texture, setup.pipeline)
     grid_result, clean_imgs, adv_imgs = evaluate_detection_on_grid(
-        scene, scene.texture, adv_texture if eval_texture is None else eval_texture, eval_pipeline, victim, grid,
-        true_index, target_index,
-        batch_size=run.eval_batch_size, keep_images=run.gallery_views)
+        cmp, victim, setup.grid, (true_index, target_index), batch_size=run.eval_batch_size,
+        keep_images=run.gallery_views)
     m = grid_result.metrics
     threshold = victim.score_threshold
     success_key = "mislabel_rate" if target_index is not None else "disappearance_rate"
@@ -227,12 +180,12 @@ def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture
         "scene": scene.name, "true_label": victim.labels[true_index], "true_index": true_index,
         "attack": f"{attack.objective} -> {attack.target}" if target_index is not None else attack.objective,
         "target_label": victim.labels[target_index] if target_index is not None else None,
-        "target_index": target_index, "victim": type(victim).__name__, "victim_names": list(victim_names or []),
+        "target_index": target_index, "victim": type(victim).__name__, "victim_names": list(done.victim_names),
         "patch_type": type(patch).__name__, "patch_area_fraction": patch.area_fraction(scene.face_mask),
         "steps": attack.steps, "steps_done": result.steps_done, "best_step": result.best_step,
-        "interrupted": result.interrupted, "zero_gradient_steps": result.zero_grad_steps,
+        **done.stopped(), "zero_gradient_steps": result.zero_grad_steps,
         "batch_size": attack.batch_size, "seed": run.seed, "device": run.device,
-        "attack_seconds": round(attack_seconds, 1),
+        "attack_seconds": round(done.attack_seconds, 1),
         "attack_success_rate": m[success_key],
         "protocol": "detected = a detection of the true class with IoU >= 0.5 and score >= score_threshold; "
                     "disappearance, vanish and mislabel rates count held-out frames whose clean sign was detected",
@@ -242,9 +195,9 @@ def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture
     save_torch(run_dir / "patch.pt", {"patch": patch.state_dict()})
     if clean_imgs is not None:
         pick = torch.linspace(0, len(grid_result.conditions) - 1, len(clean_imgs)).round().long().tolist()
-        gallery = detections_gallery(clean_imgs, adv_imgs, [grid_result.clean[i] for i in pick],
-                                     [grid_result.attacked[i] for i in pick], grid_result.gt_boxes[pick],
-                                     victim.labels, threshold, true_index)
+        gallery = detections_gallery((clean_imgs, adv_imgs), ([grid_result.clean[i] for i in pick],
+                                                               [grid_result.attacked[i] for i in pick]),
+                                     grid_result.gt_boxes[pick], victim.labels, threshold, true_index)
         out["views"] = save_rgb_png(run_dir / "views.png", gallery)
     clean_det = grid_result.clean_true >= threshold
     success = grid_result.adv_true < threshold
@@ -270,8 +223,8 @@ def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture
                                                            grid_result.adv_any))]
     heldout = None
     if detectors and not result.interrupted:
-        table = evaluate_detectors(scene, scene.texture, adv_texture if eval_texture is None else eval_texture,
-                                   eval_pipeline, grid, detectors, batch_size=run.eval_batch_size)
+        table = evaluate_detectors(scene, scene.texture, done.eval_texture, setup.pipeline, setup.grid, detectors,
+                                   batch_size=run.eval_batch_size)
         log_detectors(tracker, table)
         heldout = {"detectors": table}
         if victim_axes(table):
@@ -280,11 +233,11 @@ def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture
                                             key="detection_rate_attacked", label="detection rate")
             out["heldout_detectors"] = save_figure(run_dir / "heldout_detectors.png", fig)
             plt.close(fig)
-    summary["total_seconds"] = round(time.time() - started, 1)
+    summary["total_seconds"] = done.elapsed()
     metrics = {**summary, **m, **({"heldout": heldout} if heldout else {})}
     out["report"] = save_text(run_dir / "report.md", detection_report(metrics, heldout, out))
-    metrics["report"] = str(out["report"])
-    out["metrics"] = save_json(run_dir / "metrics.json", {**metrics, "per_view": per_view})
+    report = RunReport("detector", summary={**summary, **m}, per_view=per_view, heldout=heldout,
+                       report=str(out["report"]))
     flat = {"eval/detection_rate_clean": m["detection_rate_clean"]["rate"],
             "eval/detection_rate_attacked": m["detection_rate_attacked"]["rate"],
             "eval/disappearance_rate": m["disappearance_rate"]["rate"], "eval/vanish_rate": m["vanish_rate"]["rate"],
@@ -301,7 +254,7 @@ def report_detection_attack(*, scene, victim, patch, attack, result, adv_texture
                       [[c["azimuth_deg"], c["distance_m"], c["lighting"], float(a), float(b)]
                        for c, a, b in zip(grid_result.conditions, grid_result.clean_true, grid_result.adv_true)])
     tracker.log_artifact(f"patch-{scene.name}", "patch", [out["patch"], out["texture"], run_dir / "patch.pt"])
-    return metrics
+    return report
 
 
 def detection_report(metrics: dict, heldout: dict | None, files: dict) -> str:

@@ -26,16 +26,30 @@ class GridResult:
     metrics: dict
 
 
+@dataclass
+class Comparison:
+    """The same views of the sign with two textures: the scene, its clean and its attacked texture, and the
+    pipeline that renders both (``(scene, texture, params) -> RenderedViews``, held-out backgrounds)."""
+
+    scene: Scene
+    clean_texture: Tensor
+    adv_texture: Tensor
+    pipeline: ViewPipeline
+
+    def views(self, params):
+        """The clean and the attacked ``RenderedViews`` of ``params``."""
+        return (self.pipeline(self.scene, self.clean_texture, params),
+                self.pipeline(self.scene, self.adv_texture, params))
+
+
 @torch.no_grad()
-def classify_clean_and_attacked(scene: Scene, clean_texture: Tensor, adv_texture: Tensor, pipeline, victim, params,
-                                batch_size: int = 64) -> tuple[Tensor, Tensor, Tensor]:
+def classify_clean_and_attacked(cmp: Comparison, victim, params, batch_size: int = 64) -> tuple[Tensor, Tensor, Tensor]:
     """Softmax of the victim on each view with the clean and the attacked texture (V×K each, CPU),
     and the share of each view's pixels the patch visibly changes (V)."""
     clean_p, adv_p, visible = [], [], []
     for s in range(0, len(params), batch_size):
-        p = params[s:s + batch_size]
-        clean = pipeline(scene, clean_texture, p).images
-        adv = pipeline(scene, adv_texture, p).images
+        clean_views, adv_views = cmp.views(params[s:s + batch_size])
+        clean, adv = clean_views.images, adv_views.images
         clean_p.append(torch.softmax(victim(clean).float(), 1).cpu())
         adv_p.append(torch.softmax(victim(adv).float(), 1).cpu())
         visible.append(((clean - adv).abs().amax(1) > 2 / 255).float().mean((1, 2)).cpu())
@@ -43,22 +57,22 @@ def classify_clean_and_attacked(scene: Scene, clean_texture: Tensor, adv_texture
 
 
 @torch.no_grad()
-def evaluate_on_grid(scene: Scene, clean_texture: Tensor, adv_texture: Tensor, pipeline: ViewPipeline, victim,
-                     grid: EvalGrid, true_label: int, target_label: int | None, batch_size: int = 64,
+def evaluate_on_grid(cmp: Comparison, victim, grid: EvalGrid, labels: tuple[int, int | None], batch_size: int = 64,
                      keep_images: int = 0) -> tuple[GridResult, Tensor | None, Tensor | None]:
-    """Classify every grid view with the clean and the attacked texture.
+    """Classify every grid view with the clean and the attacked texture; ``labels``: the true label's index and
+    the target's (None: untargeted).
 
     Returns the result, and (when ``keep_images``) the first clean and attacked images picked evenly
     across the grid for a picture of the views.
     """
+    true_label, target_label = labels
     params = grid.params()
-    clean_probs, adv_probs, visible = classify_clean_and_attacked(scene, clean_texture, adv_texture, pipeline, victim,
-                                                                  params, batch_size)
+    clean_probs, adv_probs, visible = classify_clean_and_attacked(cmp, victim, params, batch_size)
     metrics = classification_metrics(clean_probs.argmax(1), adv_probs.argmax(1), adv_probs, true_label, target_label)
     result = GridResult(grid.conditions(), clean_probs.argmax(1), adv_probs.argmax(1), clean_probs, adv_probs,
                         visible, metrics)
     if not keep_images:
         return result, None, None
     pick = torch.linspace(0, len(params) - 1, keep_images).round().long()
-    sub = params[pick]
-    return result, pipeline(scene, clean_texture, sub).images.cpu(), pipeline(scene, adv_texture, sub).images.cpu()
+    clean_views, adv_views = cmp.views(params[pick])
+    return result, clean_views.images.cpu(), adv_views.images.cpu()

@@ -22,7 +22,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from physattack.evaluate.grid import classify_clean_and_attacked
+from physattack.evaluate.grid import Comparison, classify_clean_and_attacked
 from physattack.evaluate.metrics import classification_metrics, in_label_set, rate
 
 #: Grid axes a per-condition table is made for (those with more than one value).
@@ -75,20 +75,20 @@ class HeldOutResult:
 
 
 @torch.no_grad()
-def evaluate_heldout(scene, clean_texture: Tensor, adv_texture: Tensor, pipeline, victim, grid,
-                     true_set: Sequence[int], target_set: Sequence[int] | None, batch_size: int = 64,
-                     region_mask=None) -> HeldOutResult:
+def evaluate_heldout(cmp: Comparison, victim, grid, label_sets: tuple[Sequence[int], Sequence[int] | None],
+                     batch_size: int = 64, region_mask=None) -> HeldOutResult:
     """Classify every grid view with the clean and the attacked texture.
 
     Args:
-        pipeline: ``(scene, texture, params) -> RenderedViews`` (a ``ViewPipeline``).
-        true_set, target_set: label indices (a victim's ``label_set``); ``target_set`` None = untargeted.
+        cmp: the scene, both textures and the held-out view pipeline.
+        label_sets: the true class's and the target's label indices (a victim's ``label_set``); the
+            target's None = untargeted.
         region_mask: optional ``SceneParams -> V bool``, True where the view's conditions lie in a
             natural-failure region (``Atlas.contains``).
     """
+    true_set, target_set = label_sets
     params = grid.params()
-    clean_probs, adv_probs, visible = classify_clean_and_attacked(scene, clean_texture, adv_texture, pipeline, victim,
-                                                                  params, batch_size)
+    clean_probs, adv_probs, visible = classify_clean_and_attacked(cmp, victim, params, batch_size)
     in_region = region_mask(params).cpu() if region_mask is not None else torch.zeros(len(params), dtype=torch.bool)
     return HeldOutResult(grid.conditions(), clean_probs, adv_probs, visible, in_region,
                          tuple(true_set), tuple(target_set) if target_set is not None else None)

@@ -10,7 +10,7 @@ placement-error table was made), ``report.md``; the numbers go into ``metrics.js
 
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -22,7 +22,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-from physattack.atomic import save_figure, save_json, save_rgb_png, save_text  # noqa: E402
+from physattack.atomic import save_figure, save_rgb_png, save_text  # noqa: E402
+from physattack.evaluate.grid import Comparison  # noqa: E402
 from physattack.evaluate.heldout import HeldOutResult, worst_views  # noqa: E402
 from physattack.evaluate.members import fitted_phrase, headline_figures, not_fitted_phrase  # noqa: E402
 from physattack.evaluate.placement import placement_figure, placement_markdown  # noqa: E402
@@ -95,7 +96,7 @@ def _label(labels, probs: Tensor) -> list[str]:
     return [f"{labels[int(p.argmax())]} {float(p.max()):.2f}" for p in probs]
 
 
-def worst_views_image(scene, clean_texture, adv_texture, pipeline, grid, result: HeldOutResult, labels, k: int) -> np.ndarray | None:
+def worst_views_image(cmp: Comparison, grid, result: HeldOutResult, labels, k: int) -> np.ndarray | None:
     """Two galleries stacked: the victim's worst views (the patch hurts most), then the attack's worst."""
     picks = worst_views(result, k)
     params = grid.params()
@@ -106,8 +107,7 @@ def worst_views_image(scene, clean_texture, adv_texture, pipeline, grid, result:
             continue
         sub = params[torch.tensor(idx)]
         with torch.no_grad():
-            c = pipeline(scene, clean_texture, sub).images.cpu()
-            a = pipeline(scene, adv_texture, sub).images.cpu()
+            c, a = (views.images.cpu() for views in cmp.views(sub))
         g = views_gallery(c, a, _label(labels, result.clean_probs[idx]), _label(labels, result.adv_probs[idx]),
                           columns=min(8, len(idx)))
         title = "patch hurts most (lowest true-class confidence)" if name == "victim" else "attack weakest"
@@ -348,12 +348,35 @@ def fitted_markdown(victim_names: list[str], heldout: dict) -> list[str]:
     return [" ".join(lines), ""]
 
 
-def write_heldout_outputs(run_dir: str | Path, *, scene, clean_texture, adv_texture, pipeline, grid, victim,
-                          result: HeldOutResult, heldout: dict, sanity: list[dict], summary: dict,
-                          atlas=None, atlas_samples=None, atlas_probs=None, atlas_pipeline=None, worst: int = 8,
-                          tracker=None, placement: dict | None = None) -> dict[str, Path]:
-    """Write the held-out protocol's pictures, ``report.md`` and the ``heldout``/``sanity``/``atlas``/
-    ``placement`` keys of ``metrics.json`` (merged into what is there); log the same to ``tracker``."""
+@dataclass
+class ProtocolFindings:
+    """Everything the held-out protocol found, for its pictures and ``report.md``: the comparison it
+    rendered (scene, textures, pipeline), its grid, the victim, the per-view result and its rates, the
+    sanity flags, the report's head (``summary``), the atlas with its samples and their probabilities
+    (``(atlas, samples, probs)``, each may be None), the atlas's pipeline, the worst views to show, and
+    the placement-error table (or None)."""
+
+    cmp: Comparison
+    grid: object
+    victim: object
+    result: HeldOutResult
+    heldout: dict
+    sanity: list[dict]
+    summary: dict
+    atlas: tuple = (None, None, None)
+    atlas_pipeline: object | None = None
+    worst: int = 8
+    placement: dict | None = None
+
+
+def write_heldout_outputs(run_dir: str | Path, findings: ProtocolFindings, tracker=None
+                          ) -> tuple[dict[str, Path], list[dict]]:
+    """Write the held-out protocol's pictures and ``report.md`` and log them to ``tracker``; returns name ->
+    path and the protocol's per-view rows (for the run report's ``heldout`` section)."""
+    f = findings
+    scene, pipeline = f.cmp.scene, f.cmp.pipeline
+    result, heldout, victim, summary = f.result, f.heldout, f.victim, f.summary
+    atlas, atlas_samples, atlas_probs = f.atlas
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     out: dict[str, Path] = {}
@@ -373,38 +396,33 @@ def write_heldout_outputs(run_dir: str | Path, *, scene, clean_texture, adv_text
         fig = victims_conditions_figure(heldout["victims"], f"{what}: each victim's success per held-out condition")
         out["heldout_victims"] = save_figure(run_dir / "heldout_victims.png", fig)
         plt.close(fig)
-    img = worst_views_image(scene, clean_texture, adv_texture, pipeline, grid, result, victim.labels, worst)
+    img = worst_views_image(f.cmp, f.grid, result, victim.labels, f.worst)
     if img is not None:
         out["worst_views"] = save_rgb_png(run_dir / "worst_views.png", img)
     atlas_dict = atlas.to_dict() if atlas is not None else None
     if atlas is not None and atlas_samples is not None:
-        img = atlas_image(scene, atlas_pipeline or pipeline, atlas, atlas_samples, atlas_probs, victim.labels)
+        img = atlas_image(scene, f.atlas_pipeline or pipeline, atlas, atlas_samples, atlas_probs, victim.labels)
         if img is not None:
             out["atlas"] = save_rgb_png(run_dir / "atlas.png", img)
         fig = atlas_bins_figure(atlas)
         out["atlas_bins"] = save_figure(run_dir / "atlas_bins.png", fig)
         plt.close(fig)
-    if placement is not None:
-        fig = placement_figure(placement)
+    if f.placement is not None:
+        fig = placement_figure(f.placement)
         out["placement"] = save_figure(run_dir / "placement.png", fig)
         plt.close(fig)
     files = {k: p.name for k, p in out.items()}
-    out["report"] = save_text(run_dir / "report.md", markdown_report(summary, heldout, sanity, atlas_dict, files,
-                                                                     placement))
-    metrics_path = run_dir / "metrics.json"
-    metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else dict(summary)
+    out["report"] = save_text(run_dir / "report.md", markdown_report(summary, heldout, f.sanity, atlas_dict, files,
+                                                                     f.placement))
     per_view = [{**c, "clean": victim.labels[int(cp)], "attacked": victim.labels[int(ap)],
                  "clean_correct": bool(ok), "success": bool(s), "in_atlas_region": bool(r),
                  "patch_visible_share": round(float(v), 4)}
                 for c, cp, ap, ok, s, r, v in zip(result.conditions, result.clean_pred, result.adv_pred,
                                                    result.clean_correct, result.success, result.in_atlas_region,
                                                    result.patch_visible)]
-    metrics.update({"heldout": {**heldout, "per_view": per_view}, "sanity": sanity, "atlas": atlas_dict,
-                    "placement": placement})
-    out["metrics"] = save_json(metrics_path, metrics)
     if tracker is not None:
-        _log(tracker, heldout, sanity, per_view, out)
-    return out
+        _log(tracker, heldout, f.sanity, per_view, out)
+    return out, per_view
 
 
 def _log(tracker, heldout: dict, sanity: list[dict], per_view: list[dict], paths: dict[str, Path]) -> None:

@@ -231,29 +231,6 @@ def check_members(members: dict[str, Member], scene_class: str, target: str | No
     return sets, skipped
 
 
-@torch.no_grad()
-def evaluate_members(scene, clean_texture: Tensor, adv_texture: Tensor, pipeline, grid, members: dict[str, Member],
-                     target: str | None, batch_size: int = 64) -> dict:
-    """The members table of ``adv_texture`` on ``grid``: every grid batch is rendered once (clean and
-    attacked) and read by every member that can be scored.
-
-    Args:
-        pipeline: the held-out view pipeline, ``(scene, texture, params) -> RenderedViews``.
-        grid: an ``EvalGrid`` (``params()``).
-        members: ``{name: Member}`` (``tag_members``).
-        target: the target label's name, or None (untargeted).
-
-    Returns:
-        ``members_table``'s dict.
-    """
-    sets, skipped = check_members(members, scene.class_name, target)
-    if not sets:
-        return members_table({}, members, sets, skipped)
-    probs, _ = classify_views(scene, clean_texture, adv_texture, pipeline, grid.params(),
-                              [members[n].victim for n in sets], batch_size)
-    return members_table(dict(zip(sets, probs)), members, sets, skipped, grid.conditions())
-
-
 # -- what people read ---------------------------------------------------------------------------------
 
 def _short(r: dict) -> str:

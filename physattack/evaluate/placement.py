@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from physattack.errors import InputError, check_range, check_values
+from physattack.evaluate.grid import Comparison
 from physattack.evaluate.metrics import in_label_set, rate
 from physattack.patch.placement import PlacementError, place_stickers, sticker_pieces, texels_per_mm
 
@@ -106,15 +107,15 @@ def protocol_subset(views: int, wanted: int, seed: int) -> Tensor:
 
 
 @torch.no_grad()
-def placement_table(*, scene, clean_texture: Tensor, adv_texture: Tensor, sticker_mask: Tensor, pipeline, params,
-                    scored: dict[str, Scored], settings: PlacementSettings, headline_victim: str | None = None) -> dict:
+def placement_table(cmp: Comparison, sticker_mask: Tensor, params, scored: dict[str, Scored],
+                    settings: PlacementSettings, headline_victim: str | None = None) -> dict:
     """Success of the deployed patch against placement error, per attacked victim (see the module).
 
     Args:
-        clean_texture: what the stickers go on (3×Ht×Wt).
-        adv_texture: the attacked texture as evaluated (printed, when the run prints), 3×Ht×Wt; its
-            texels under ``sticker_mask`` (1×Ht×Wt) are the stickers.
-        pipeline, params: the held-out view pipeline and the protocol grid's SceneParams.
+        cmp: the scene, the texture the stickers go on (``clean_texture``, 3×Ht×Wt), the attacked texture
+            as evaluated (``adv_texture``: printed, when the run prints; its texels under ``sticker_mask``,
+            1×Ht×Wt, are the stickers) and the held-out view pipeline.
+        params: the protocol grid's SceneParams.
         scored: ``{name: Scored}``, the attacked victims.
         headline_victim: whose cell the headline reports (default: the victim with the lowest success
             there, e.g. an ensemble's weakest member).
@@ -124,6 +125,7 @@ def placement_table(*, scene, clean_texture: Tensor, adv_texture: Tensor, sticke
         ``stickers``, per victim ``{"reference": rate, "cells": [{"shift_mm", "rotation_deg",
         "attack_success_rate", "drop_points"}]}`` and ``headline``.
     """
+    scene, clean_texture, adv_texture, pipeline = cmp.scene, cmp.clean_texture, cmp.adv_texture, cmp.pipeline
     subset = protocol_subset(len(params), settings.views, settings.seed)
     wanted = torch.zeros(len(params), dtype=torch.bool)
     for s in scored.values():

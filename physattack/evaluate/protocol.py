@@ -14,9 +14,10 @@ from pathlib import Path
 import torch
 
 from physattack.errors import InputError
-from physattack.evaluate.atlas import Atlas, build_atlas
+from physattack.evaluate.atlas import Atlas, AtlasDesign, build_atlas
+from physattack.evaluate.grid import Comparison
 from physattack.evaluate.heldout import HeldOutResult, heldout_metrics
-from physattack.evaluate.heldout_report import write_heldout_outputs
+from physattack.evaluate.heldout_report import ProtocolFindings, write_heldout_outputs
 from physattack.evaluate.members import (ATTACKED, Member, check_members, classify_views, log_members,
                                          members_table)
 from physattack.evaluate.metrics import in_label_set
@@ -79,53 +80,80 @@ def load_atlas(path: str | Path) -> Atlas:
     return Atlas.from_dict(data)
 
 
-def evaluate_attack(*, scene, victim, clean_texture, adv_texture, pipeline, grid, target: str | None, summary: dict,
-                    run_dir: str | Path, settings: HeldOutSettings | None = None, atlas_pipeline=None, tracker=None,
-                    zero_grad_steps: int | None = None, steps_done: int | None = None, batch_size: int = 64,
-                    quiet: bool = False, members: dict[str, Member] | None = None,
-                    sticker_mask: torch.Tensor | None = None) -> dict:
-    """Evaluate ``adv_texture`` against ``clean_texture`` on ``grid`` and write the report.
+@dataclass
+class JudgedPatch:
+    """What the protocol judges: the scene, the victim the attack used (an ensemble's mean, for an
+    ensemble), the attacked texture as evaluated (printed, when the run prints), and the run's summary
+    (scene, attack, ``target_label``, ``victim_names``: the head of the report). ``clean_texture``
+    defaults to the scene's."""
 
-    Args:
-        pipeline: the held-out view pipeline (held-out backgrounds; may print the patch).
-        atlas_pipeline: a ``ViewPipeline`` over held-out backgrounds for the atlas (default ``pipeline``).
-        target: the target label's name (targeted) or None (untargeted).
-        summary: the run's summary (scene, attack, ...), the head of the report.
-        quiet: no warnings for raised sanity flags (the flags are in the result either way).
-        members: ``{name: Member}`` — the attacked and the held-out victims
-            (``physattack.evaluate.members.tag_members``). The grid is rendered once for ``victim`` and
-            all of them; their table goes under ``heldout["victims"]`` (``members.members_table``), into
-            report.md and to the tracker (``heldout/victims``, ``heldout/<name>/...``).
-        sticker_mask: 1×Ht×Wt, where a sticker patch's stickers are (its ``mask``); with
-            ``settings.placement.enabled`` the placement-error table is made for the attacked victims
-            (``evaluate/placement.py``). None (paint, frames): no table.
+    scene: object
+    victim: object
+    adv_texture: torch.Tensor
+    summary: dict
+    clean_texture: torch.Tensor | None = None
+
+    @property
+    def clean(self) -> torch.Tensor:
+        return self.scene.texture if self.clean_texture is None else self.clean_texture
+
+    @property
+    def target(self) -> str | None:
+        return self.summary.get("target_label")
+
+
+@dataclass
+class RunFacts:
+    """Where the protocol writes its outputs (``out_dir``) and logs them (``tracker``), what it knows of the
+    optimization (for the zero-gradient sanity flag), its batch size, and whether raised sanity flags
+    are warned about (``quiet``: they are in the result either way)."""
+
+    out_dir: Path
+    tracker: object | None = None
+    zero_grad_steps: int | None = None
+    steps_done: int | None = None
+    batch_size: int = 64
+    quiet: bool = False
+
+
+def evaluate_attack(protocol: HeldOutRun, judged: JudgedPatch, facts: RunFacts) -> dict:
+    """Evaluate ``judged.adv_texture`` against the clean texture on ``protocol``'s grid and write the report.
+
+    The grid is rendered once for the victim and every member of ``protocol.members`` (the attacked and
+    the held-out victims, ``physattack.evaluate.members.tag_members``); their table goes under
+    ``heldout["victims"]`` (``members.members_table``), into report.md and to the tracker. With
+    ``settings.placement.enabled`` and a sticker patch the placement-error table is made for the
+    attacked victims (``evaluate/placement.py``).
 
     Returns:
-        ``{"heldout": ..., "sanity": [...], "atlas": ..., "placement": ... or None, "report": <report.md>}``
-        as merged into ``metrics.json`` (the caller prints ``heldout_line`` — and
+        the run report's sections ``{"heldout": ..., "sanity": [...], "atlas": ..., "placement": ... or
+        None, "report": <report.md>}`` (the caller prints ``heldout_line`` — and
         ``members.members_line(heldout["victims"])`` when there are members, ``placement.placement_line``
         when there is a table — where a person reads it).
     """
-    settings = settings or HeldOutSettings()
+    settings, members, batch_size = protocol.settings, protocol.members or {}, facts.batch_size
+    scene, victim, target = judged.scene, judged.victim, judged.target
+    cmp = Comparison(scene, judged.clean, judged.adv_texture, protocol.pipeline)
     true_set = victim.label_set(scene.class_name)
     target_set = victim.label_set(target) if target is not None else None
     if target_set is not None and set(target_set) & set(true_set):
         log.warning("the target %s shares labels %s with the true class's set; targeted success is then "
                     "indistinguishable from a correct reading", target, sorted(set(target_set) & set(true_set)))
-    atlas_pipeline = atlas_pipeline or pipeline
+    atlas_pipeline = protocol.atlas_pipeline or protocol.pipeline
     atlas = samples = probs = None
     if settings.atlas_path:
         atlas = load_atlas(settings.atlas_path)
     elif settings.atlas:
-        atlas, samples, probs = build_atlas(
-            scene, victim, atlas_pipeline, true_set=true_set, per_axis=settings.atlas_per_axis,
-            pairs=[tuple(p) for p in settings.atlas_pairs], per_pair=settings.atlas_per_pair, bins=settings.atlas_bins,
-            pair_bins=settings.atlas_pair_bins, max_accuracy=settings.atlas_max_accuracy,
-            confidence=settings.atlas_confidence, seed=settings.atlas_seed, batch_size=batch_size)
+        design = AtlasDesign(per_axis=settings.atlas_per_axis, pairs=tuple(tuple(p) for p in settings.atlas_pairs),
+                             per_pair=settings.atlas_per_pair, bins=settings.atlas_bins,
+                             pair_bins=settings.atlas_pair_bins, max_accuracy=settings.atlas_max_accuracy,
+                             confidence=settings.atlas_confidence, seed=settings.atlas_seed, batch_size=batch_size)
+        atlas, samples, probs = build_atlas(scene, victim, atlas_pipeline, design, true_set=true_set)
     # One render of the grid for the run's victim and every member (evaluate/members.py).
-    member_sets, member_skipped = check_members(members or {}, scene.class_name, target)
+    member_sets, member_skipped = check_members(members, scene.class_name, target)
+    grid = protocol.grid
     params = grid.params()
-    view_probs, visible = classify_views(scene, clean_texture, adv_texture, pipeline, params,
+    view_probs, visible = classify_views(scene, cmp.clean_texture, cmp.adv_texture, cmp.pipeline, params,
                                          [victim] + [members[n].victim for n in member_sets], batch_size)
     in_region = atlas.contains(params).cpu() if atlas is not None else torch.zeros(len(params), dtype=torch.bool)
     result = HeldOutResult(grid.conditions(), view_probs[0].clean, view_probs[0].attacked, visible, in_region,
@@ -135,27 +163,25 @@ def evaluate_attack(*, scene, victim, clean_texture, adv_texture, pipeline, grid
         heldout["victims"] = members_table(dict(zip(member_sets, view_probs[1:])), members, member_sets,
                                            member_skipped, result.conditions)
     placement = None
+    sticker_mask = sticker_mask_of(protocol.patch)
     if settings.placement.enabled and sticker_mask is not None:
-        scored, head = _attacked(victim, result, members or {}, member_sets, view_probs[1:])
-        placement = placement_table(scene=scene, clean_texture=clean_texture, adv_texture=adv_texture,
-                                    sticker_mask=sticker_mask, pipeline=pipeline, params=params, scored=scored,
-                                    settings=settings.placement, headline_victim=head)
-    probe = pipeline(scene, clean_texture, params[torch.arange(min(8, len(grid)))]).images
+        scored, head = _attacked(victim, result, members, member_sets, view_probs[1:])
+        placement = placement_table(cmp, sticker_mask, params, scored, settings.placement, head)
+    probe = cmp.pipeline(scene, cmp.clean_texture, params[torch.arange(min(8, len(grid)))]).images
     sanity = sanity_flags(victim=victim, probe_images=probe, patch_visible=result.patch_visible,
-                          clean_correct=result.clean_correct, zero_grad_steps=zero_grad_steps, steps_done=steps_done,
-                          thresholds=settings.sanity, warn=not quiet)
-    summary = {**summary, "victim": summary.get("victim", type(victim).__name__)}
-    paths = write_heldout_outputs(run_dir, scene=scene, clean_texture=clean_texture, adv_texture=adv_texture,
-                                  pipeline=pipeline, grid=grid, victim=victim, result=result, heldout=heldout,
-                                  sanity=sanity, summary=summary, atlas=atlas, atlas_samples=samples,
-                                  atlas_probs=probs, atlas_pipeline=atlas_pipeline, worst=settings.worst_views,
-                                  tracker=tracker, placement=placement)
-    if tracker is not None and members:
-        log_members(tracker, heldout["victims"])
-    if tracker is not None and placement is not None:
-        log_placement(tracker, placement)
-    return {"heldout": heldout, "sanity": sanity, "atlas": atlas.to_dict() if atlas is not None else None,
-            "placement": placement, "report": str(paths["report"])}
+                          clean_correct=result.clean_correct, zero_grad_steps=facts.zero_grad_steps,
+                          steps_done=facts.steps_done, thresholds=settings.sanity, warn=not facts.quiet)
+    summary = {**judged.summary, "victim": judged.summary.get("victim", type(victim).__name__)}
+    findings = ProtocolFindings(cmp, grid, victim, result, heldout, sanity, summary, (atlas, samples, probs),
+                                atlas_pipeline, settings.worst_views, placement)
+    paths, per_view = write_heldout_outputs(facts.out_dir, findings, facts.tracker)
+    if facts.tracker is not None and members:
+        log_members(facts.tracker, heldout["victims"])
+    if facts.tracker is not None and placement is not None:
+        log_placement(facts.tracker, placement)
+    return {"heldout": {**heldout, "per_view": per_view}, "sanity": sanity,
+            "atlas": atlas.to_dict() if atlas is not None else None, "placement": placement,
+            "report": str(paths["report"])}
 
 
 def _attacked(victim, result: HeldOutResult, members: dict[str, Member], member_sets: dict, member_probs: list
@@ -203,25 +229,19 @@ def heldout_line(heldout: dict, victim_names: list[str] | None = None) -> str:
 @dataclass
 class HeldOutRun:
     """The parts of the held-out protocol an attack run hands over: its view pipeline(s), its grid, its
-    settings and the victims of the members table (``{name: Member}``, attacked and held-out; see
-    ``physattack.evaluate.members``). ``evaluate`` runs ``evaluate_attack`` on a finished attack
-    (``physattack.cli.attack``)."""
+    settings, the victims of the members table (``{name: Member}``, attacked and held out; see
+    ``physattack.evaluate.members``) and the attacked patch (its stickers' mask is read when it is
+    evaluated). ``evaluate`` runs ``evaluate_attack`` on a finished attack."""
 
     pipeline: object
     grid: object
     settings: HeldOutSettings = field(default_factory=HeldOutSettings)
     atlas_pipeline: object | None = None
     members: dict[str, Member] = field(default_factory=dict)
-    patch: object | None = None           # the attacked patch; its stickers' mask is read when it is evaluated
+    patch: object | None = None
 
-    def evaluate(self, *, scene, victim, adv_texture, summary: dict, run_dir, tracker=None, zero_grad_steps=None,
-                 steps_done=None, batch_size: int = 64, clean_texture=None) -> dict:
-        return evaluate_attack(scene=scene, victim=victim, clean_texture=scene.texture if clean_texture is None else clean_texture,
-                               adv_texture=adv_texture, pipeline=self.pipeline, grid=self.grid,
-                               target=summary.get("target_label"), summary=summary, run_dir=run_dir,
-                               settings=self.settings, atlas_pipeline=self.atlas_pipeline, tracker=tracker,
-                               zero_grad_steps=zero_grad_steps, steps_done=steps_done, batch_size=batch_size,
-                               members=self.members, sticker_mask=sticker_mask_of(self.patch))
+    def evaluate(self, judged: JudgedPatch, facts: RunFacts) -> dict:
+        return evaluate_attack(self, judged, facts)
 
 
 def sticker_mask_of(patch) -> torch.Tensor | None:

@@ -45,7 +45,7 @@ from physattack.eot import LIGHTING_PRESETS, BackgroundBank, EvalGrid, ViewPipel
 from physattack.eot.frames import FrameGrid, FrameLayout, FrameSampler, render_frames
 from physattack.eot.grid import preset_lights
 from physattack.errors import InputError, check_choice, check_range
-from physattack.evaluate.detection import class_ap
+from physattack.victims.detection import class_ap
 from physattack.render import Renderer
 from physattack.scene import load_scene
 from physattack.scene.signs import SIGNS

@@ -177,3 +177,55 @@ def scale_boxes(boxes: Tensor, from_hw: tuple[int, int], to_hw: tuple[int, int])
     """Boxes (…×4, x0 y0 x1 y1) in pixels of an image ``from_hw`` to pixels of an image ``to_hw``."""
     sy, sx = to_hw[0] / from_hw[0], to_hw[1] / from_hw[1]
     return boxes * boxes.new_tensor([sx, sy, sx, sy])
+
+
+# -- matching and AP: pure functions ---------------------------------------------------------------
+def match_detections(boxes: Tensor, scores: Tensor, labels: Tensor, gt_boxes: Tensor, gt_labels: Tensor,
+                     iou: float = 0.5) -> Tensor:
+    """Which detections are true positives: greedy in descending score, each ground-truth box of the
+    same class taken by at most one detection with IoU ≥ ``iou``. Returns a bool N in input order."""
+    tp = torch.zeros(len(scores), dtype=torch.bool)
+    if len(scores) == 0 or len(gt_boxes) == 0:
+        return tp
+    overlaps = box_iou(boxes.float().cpu(), gt_boxes.float().cpu())
+    same = labels.cpu()[:, None] == gt_labels.cpu()[None, :]
+    overlaps = torch.where(same, overlaps, torch.full_like(overlaps, -1.0))
+    taken = torch.zeros(len(gt_boxes), dtype=torch.bool)
+    for i in scores.cpu().argsort(descending=True, stable=True).tolist():
+        cand = torch.where(taken, torch.full_like(overlaps[i], -1.0), overlaps[i])
+        j = int(cand.argmax())
+        if cand[j] >= iou:
+            tp[i], taken[j] = True, True
+    return tp
+
+
+def average_precision(scores: Tensor, tp: Tensor, n_gt: int) -> float:
+    """All-point interpolated AP: the area under the precision-recall curve made monotone from the
+    right; ``nan`` when there is no ground truth."""
+    if n_gt == 0:
+        return float("nan")
+    if len(scores) == 0:
+        return 0.0
+    order = scores.argsort(descending=True, stable=True)
+    hits = tp[order].float()
+    cum_tp = hits.cumsum(0)
+    precision = cum_tp / torch.arange(1, len(hits) + 1)
+    recall = cum_tp / n_gt
+    precision = torch.cat([torch.zeros(1), precision, torch.zeros(1)])
+    recall = torch.cat([torch.zeros(1), recall, torch.ones(1) * float(recall[-1])])
+    precision = precision.flip(0).cummax(0).values.flip(0)
+    return float(((recall[1:] - recall[:-1]) * precision[1:]).sum())
+
+
+def class_ap(detections: list[Detections], gt_boxes: list[Tensor], gt_labels: list[Tensor], label: int,
+             iou: float = 0.5) -> float:
+    """AP@``iou`` of one class over a set of images."""
+    scores, tps, n_gt = [], [], 0
+    for det, gb, gl in zip(detections, gt_boxes, gt_labels):
+        n_gt += int((gl == label).sum())
+        mine = det.labels.cpu() == label
+        tp = match_detections(det.boxes[mine], det.scores[mine], det.labels[mine], gb, gl, iou)
+        scores.append(det.scores[mine].cpu())
+        tps.append(tp)
+    return average_precision(torch.cat(scores) if scores else torch.zeros(0),
+                             torch.cat(tps) if tps else torch.zeros(0, dtype=torch.bool), n_gt)

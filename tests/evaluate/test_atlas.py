@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from physattack.eot import BackgroundBank, EvalGrid, ViewPipeline
-from physattack.evaluate.atlas import (Atlas, apply_haze, build_atlas, default_axes, occlude_with_bar, with_axes)
+from physattack.evaluate.atlas import (Atlas, AtlasDesign, apply_haze, build_atlas, default_axes, occlude_with_bar, with_axes)
 from physattack.render import Renderer
 from physattack.victims.base import Classifier
 
@@ -38,7 +38,8 @@ def held_out():
 def test_atlas_finds_a_planted_azimuth_failure(stop_scene, signnet, held_out):
     victim = FailsWhenTurned(signnet).eval()
     axes = with_axes(default_axes(), ["azimuth_deg", "distance_m"], distance_m=(4.0, 20.0))
-    atlas, samples, probs = build_atlas(stop_scene, victim, held_out, axes=axes, per_axis=48, bins=6, seed=3)
+    atlas, samples, probs = build_atlas(stop_scene, victim, held_out, AtlasDesign(per_axis=48, bins=6, seed=3),
+                                        axes=axes)
     az = [r for r in atlas.regions if list(r.box) == ["azimuth_deg"]]
     assert az, [r.name for r in atlas.regions]
     # the trap fires beyond about ±50°: both outer sixths of [-85, 85] fail, nothing near head-on does

@@ -86,7 +86,7 @@ def test_boxes_are_drawn_with_opencv():
     assert (out[10, 10:60] != 127).any(), "the detection box was not drawn"
     green = (out[..., 1] > 200) & (out[..., 0] < 100)
     assert green.any(), "the true-class box is green"
-    gallery = detections_gallery(img[None].repeat(2, 1, 1, 1), img[None].repeat(2, 1, 1, 1), [d, d], [d, d],
+    gallery = detections_gallery((img[None].repeat(2, 1, 1, 1), img[None].repeat(2, 1, 1, 1)), ([d, d], [d, d]),
                                  T([[4.0, 4, 31, 31]] * 2), ("bg", "stop", "yield"), 0.5, 1, columns=2)
     assert gallery.shape[0] == 2 * 80 + 4 and gallery.shape[1] == 2 * (80 + 4)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 import pytest
 import torch
@@ -56,25 +55,25 @@ def test_grid_axes_multiply_and_replay():
         EvalGrid(camera_effects=["fog"])
 
 
-def test_evaluate_attack_writes_report_plots_and_metrics(tmp_path, stop_scene, signnet):
-    from physattack.evaluate.protocol import HeldOutSettings, evaluate_attack
+def test_evaluate_attack_writes_report_plots_and_returns_the_sections(tmp_path, stop_scene, signnet):
+    from physattack.evaluate.protocol import HeldOutRun, HeldOutSettings, JudgedPatch, RunFacts, evaluate_attack
 
     adv = stop_scene.texture.clone()
     adv[:, 180:330, 60:450] = torch.tensor([0.1, 0.6, 0.2])[:, None, None]        # a big green bar
     grid = EvalGrid(azimuth_deg=[-30.0, 30.0], distance_m=[5.0, 12.0], lighting=["noon"],
                     camera_effects=["default", "dim"], background_count=6)
     pipe = ViewPipeline(Renderer(), BackgroundBank(6, seed=1000), (64, 64))
-    (tmp_path / "metrics.json").write_text(json.dumps({"scene": "stop_sign", "views": 3}))
-    out = evaluate_attack(scene=stop_scene, victim=signnet, clean_texture=stop_scene.texture, adv_texture=adv,
-                          pipeline=pipe, grid=grid, target="yield", summary={"scene": "stop_sign", "attack": "t"},
-                          run_dir=tmp_path, settings=HeldOutSettings(atlas_per_axis=6, atlas_bins=3),
-                          zero_grad_steps=0, steps_done=5, quiet=True)
-    m = json.loads((tmp_path / "metrics.json").read_text())
-    assert m["views"] == 3 and m["heldout"]["views"] == 8 and len(m["heldout"]["per_view"]) == 8
+    protocol = HeldOutRun(pipe, grid, HeldOutSettings(atlas_per_axis=6, atlas_bins=3))
+    m = evaluate_attack(protocol, JudgedPatch(stop_scene, signnet, adv, {"scene": "stop_sign", "attack": "t",
+                                                                        "target_label": "yield"}),
+                        RunFacts(tmp_path, zero_grad_steps=0, steps_done=5, quiet=True))
+    assert not (tmp_path / "metrics.json").exists()          # the command writes the run report, once
+    assert m["heldout"]["views"] == 8 and len(m["heldout"]["per_view"]) == 8
     assert set(m["heldout"]["per_condition"]) >= {"azimuth_deg", "distance_m", "effects"}
     assert {f["name"] for f in m["sanity"]} == {"patch_invisible", "zero_gradient", "stochastic_victim",
                                                   "probabilities_not_logits", "low_clean_accuracy"}
-    assert m["atlas"]["samples"] == 60 and out["heldout"]["target_label_set"] == [1]
+    assert m["atlas"]["samples"] == 60 and m["heldout"]["target_label_set"] == [1]
+    assert m["report"] == str(tmp_path / "report.md")
     for name in ("report.md", "heldout_azimuth_distance.png", "heldout_lighting_distance.png",
                  "heldout_conditions.png", "worst_views.png", "atlas_bins.png"):
         assert (tmp_path / name).is_file(), name

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 import pytest
 import torch
@@ -10,7 +9,7 @@ import wandb
 
 from physattack.eot import BackgroundBank, EvalGrid, ViewPipeline
 from physattack.errors import InputError
-from physattack.evaluate.members import (ATTACKED, HELD_OUT, evaluate_members, log_members, members_line,
+from physattack.evaluate.members import (ATTACKED, HELD_OUT, log_members, members_line,
                                          tag_members)
 from physattack.victims.signnet import bundled_signnet
 from physattack.render import Renderer
@@ -151,24 +150,23 @@ def test_untargeted_and_skipped_members(setup, signnet):
 
 
 def test_heldout_run_writes_the_table(tmp_path, setup, signnet, sibling):
-    from physattack.evaluate.protocol import HeldOutRun, HeldOutSettings
+    from physattack.evaluate.protocol import HeldOutRun, HeldOutSettings, JudgedPatch, RunFacts
 
     scene, adv, grid, pipe = setup
     settings = HeldOutSettings(atlas=False, worst_views=2)
     members = tag_members(attacked={"signnet": signnet},
                           held_out={"signnet_seed1": sibling, "no_yield": NoYield(signnet)})
     plain, spy = CountingPipeline(pipe), CountingPipeline(pipe)
-    HeldOutRun(plain, grid, settings).evaluate(scene=scene, victim=signnet, adv_texture=adv, run_dir=tmp_path / "a",
-                                               summary={"scene": "stop_sign", "attack": "t", "target_label": "yield"},
-                                               batch_size=BATCH)
+    a = HeldOutRun(plain, grid, settings).evaluate(
+        JudgedPatch(scene, signnet, adv, {"scene": "stop_sign", "attack": "t", "target_label": "yield"}),
+        RunFacts(tmp_path / "a", batch_size=BATCH))["heldout"]
     rec = Recorder()
     out = HeldOutRun(spy, grid, settings, members=members).evaluate(
-        scene=scene, victim=signnet, adv_texture=adv, run_dir=tmp_path / "b", tracker=rec, batch_size=BATCH,
-        summary={"scene": "stop_sign", "attack": "t", "target_label": "yield", "victim_names": ["signnet"]})
+        JudgedPatch(scene, signnet, adv, {"scene": "stop_sign", "attack": "t", "target_label": "yield",
+                                          "victim_names": ["signnet"]}),
+        RunFacts(tmp_path / "b", tracker=rec, batch_size=BATCH))
     assert spy.calls == plain.calls                   # the members add no render of the grid
-
-    a = json.loads((tmp_path / "a" / "metrics.json").read_text())["heldout"]
-    b = json.loads((tmp_path / "b" / "metrics.json").read_text())["heldout"]
+    b = out["heldout"]
     assert "victims" not in a
     assert a["attack_success_rate"] == b["attack_success_rate"]
     assert b["attack_success_rate"] == b["victims"]["members"]["signnet"]["attack_success_rate"]
@@ -284,7 +282,6 @@ def test_the_headline_quotes_an_ensembles_lowest_member_and_what_it_was_not_fitt
     """The success of the members' mean probability (10/10 here) is a figure no model the patch meets
     computes: the headline quotes the lowest member's own rate, names every member it was fitted to, and
     says how the held-out victims read the patch — everywhere the run's main figure is written."""
-    from physattack.cli.attack import headline, headline_rate
     from physattack.evaluate.heldout_report import fitted_markdown
     from physattack.evaluate.members import headline_figures
     from physattack.evaluate.protocol import heldout_line
@@ -309,8 +306,6 @@ def test_the_headline_quotes_an_ensembles_lowest_member_and_what_it_was_not_fitt
 
 
 def test_a_single_victims_headline_quotes_the_protocol_and_says_when_nothing_was_held_out():
-    from physattack.cli.attack import headline, headline_rate
-
     metrics = _ensemble_metrics()
     metrics["victim_names"] = ["a"]
     metrics["heldout"]["attack_success_rate"] = _rate(9)           # the protocol, not the 12-view quick grid
@@ -324,14 +319,40 @@ def test_a_single_victims_headline_quotes_the_protocol_and_says_when_nothing_was
     assert "not fitted to: no held-out victim scored, so this is a white-box figure only" in line
 
 
-def test_the_headline_is_recorded_in_metrics_and_the_trackers_summary(tmp_path):
-    from physattack.cli.attack import headline, record_headline
+def test_the_headline_is_a_section_of_the_run_report_written_once(tmp_path):
+    from physattack.run_report import RunReport, read_report
 
-    metrics = _ensemble_metrics()
-    (tmp_path / "metrics.json").write_text(json.dumps({"kept": 1}))
-    rec = Recorder()
-    record_headline(metrics, tmp_path, rec)
-    written = json.loads((tmp_path / "metrics.json").read_text())
-    assert written["kept"] == 1 and written["headline"] == headline(metrics) == metrics["headline"]
-    assert rec.summaries["headline"] == written["headline"]
-    assert rec.summaries["headline/success_rate"] == pytest.approx(0.7)
+    report = RunReport.from_json(_ensemble_metrics())
+    report.headline = headline(report.to_json())
+    report.write(tmp_path)
+    back = read_report(tmp_path)
+    assert back.kind == "classifier" and back.headline == headline(_ensemble_metrics())
+    assert back.to_json() == report.to_json() and back.summary["victim_names"] == ["a", "b"]
+
+
+def headline(metrics: dict) -> str:
+    """The headline a classifier run's report prints (its kind's), from ``metrics.json``'s content."""
+    from physattack.cli.kinds.classifier import ClassifierKind
+    from physattack.run_report import RunReport
+
+    return ClassifierKind().headline(RunReport.from_json(metrics))
+
+
+def headline_rate(metrics: dict) -> float:
+    from physattack.cli.kinds.classifier import ClassifierKind
+    from physattack.run_report import RunReport
+
+    return ClassifierKind().headline_rate(RunReport.from_json(metrics))
+
+
+def evaluate_members(scene, clean_texture, adv_texture, pipeline, grid, members, target, batch_size=64) -> dict:
+    """The members table of ``adv_texture`` on ``grid``, as the held-out protocol makes it: every grid batch
+    rendered once (clean and attacked) and read by every member that can be scored."""
+    from physattack.evaluate.members import check_members, classify_views, members_table
+
+    sets, skipped = check_members(members, scene.class_name, target)
+    if not sets:
+        return members_table({}, members, sets, skipped)
+    probs, _ = classify_views(scene, clean_texture, adv_texture, pipeline, grid.params(),
+                              [members[n].victim for n in sets], batch_size)
+    return members_table(dict(zip(sets, probs)), members, sets, skipped, grid.conditions())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 import pytest
 import torch
@@ -10,7 +9,8 @@ import torch
 from physattack.eot import BackgroundBank, EvalGrid, ViewPipeline
 from physattack.errors import InputError
 from physattack.evaluate.placement import PlacementSettings, Scored, drop_words, placement_line, placement_table
-from physattack.evaluate.protocol import HeldOutSettings, evaluate_attack
+from physattack.evaluate.grid import Comparison
+from physattack.evaluate.protocol import HeldOutRun, HeldOutSettings, JudgedPatch, RunFacts, evaluate_attack
 from physattack.render import Renderer
 
 
@@ -63,9 +63,8 @@ def test_a_cell_without_error_is_the_protocol_and_costs_no_render(stop_scene, si
                                 torch.isin(adv_pred, torch.tensor(yield_set)))}
     counting = Counting(setup["pipe"])
     settings = PlacementSettings(shift_mm=[0.0, 10.0], rotation_deg=[0.0, 6.0], views=0, headline=[10, 6])
-    table = placement_table(scene=stop_scene, clean_texture=stop_scene.texture, adv_texture=setup["adv"],
-                            sticker_mask=setup["mask"], pipeline=counting, params=params, scored=scored,
-                            settings=settings)
+    table = placement_table(Comparison(stop_scene, stop_scene.texture, setup["adv"], counting), setup["mask"], params,
+                            scored, settings)
     n = int(scored["signnet"].clean_correct.sum())
     assert counting.views == 3 * table["views_scored"] and table["views"] == table["of"] == len(params)
     cells = {(c["shift_mm"], c["rotation_deg"]): c for c in table["victims"]["signnet"]["cells"]}
@@ -76,9 +75,8 @@ def test_a_cell_without_error_is_the_protocol_and_costs_no_render(stop_scene, si
     assert "10 mm / ±6°" in placement_line(table)
     assert drop_words(7.5) == "7.5 points lost" and drop_words(-1.25) == "1.2 points gained"
     # the same cell with a 1e-3 mm shift renders, and reads what the design reads
-    near = placement_table(scene=stop_scene, clean_texture=stop_scene.texture, adv_texture=setup["adv"],
-                           sticker_mask=setup["mask"], pipeline=setup["pipe"], params=params, scored=scored,
-                           settings=PlacementSettings(shift_mm=[0.001], rotation_deg=[0.0], views=0, headline=[0.001, 0]))
+    near = placement_table(Comparison(stop_scene, stop_scene.texture, setup["adv"], setup["pipe"]), setup["mask"], params,
+                            scored, PlacementSettings(shift_mm=[0.001], rotation_deg=[0.0], views=0, headline=[0.001, 0]))
     assert near["victims"]["signnet"]["cells"][0]["attack_success_rate"]["count"] == \
         table["victims"]["signnet"]["reference"]["count"]
 
@@ -105,32 +103,28 @@ def test_without_a_named_victim_the_headline_is_the_one_placement_error_hurts_mo
     scored = {"fooled": Scored(Constant(signnet.labels, yield_set[0]), stop_set, yield_set, every, every),
               "stubborn": Scored(Constant(signnet.labels, stop_set[0]), stop_set, yield_set, every, every)}
     settings = PlacementSettings(shift_mm=[0.0, 5.0], rotation_deg=[0.0], views=2, headline=[5, 0])
-    table = placement_table(scene=stop_scene, clean_texture=stop_scene.texture, adv_texture=setup["adv"],
-                            sticker_mask=setup["mask"], pipeline=setup["pipe"], params=params, scored=scored,
-                            settings=settings)
+    table = placement_table(Comparison(stop_scene, stop_scene.texture, setup["adv"], setup["pipe"]), setup["mask"], params,
+                            scored, settings)
     assert table["headline"]["victim"] == "stubborn" and table["headline"]["placed"]["count"] == 0
-    named = placement_table(scene=stop_scene, clean_texture=stop_scene.texture, adv_texture=setup["adv"],
-                            sticker_mask=setup["mask"], pipeline=setup["pipe"], params=params, scored=scored,
-                            settings=settings, headline_victim="fooled")
+    named = placement_table(Comparison(stop_scene, stop_scene.texture, setup["adv"], setup["pipe"]), setup["mask"], params,
+                            scored, settings, headline_victim="fooled")
     assert named["headline"]["victim"] == "fooled" and named["headline"]["placed"]["rate"] == 1.0
 
 
-def test_the_table_lands_in_metrics_report_and_a_heatmap(tmp_path, stop_scene, signnet, setup):
+def test_the_table_lands_in_the_sections_report_and_a_heatmap(tmp_path, stop_scene, signnet, setup):
+    from types import SimpleNamespace
+
+    stickers = SimpleNamespace(mask=setup["mask"], cut_as_stickers=True)
     settings = HeldOutSettings(atlas=False, placement=PlacementSettings(shift_mm=[0, 5], rotation_deg=[0, 6], views=4))
-    out = evaluate_attack(scene=stop_scene, victim=signnet, clean_texture=stop_scene.texture, adv_texture=setup["adv"],
-                          pipeline=setup["pipe"], grid=setup["grid"], target="yield",
-                          summary={"scene": "stop_sign", "attack": "t"}, run_dir=tmp_path, settings=settings,
-                          quiet=True, sticker_mask=setup["mask"])
-    m = json.loads((tmp_path / "metrics.json").read_text())
-    assert m["placement"] == json.loads(json.dumps(out["placement"]))
+    judged = JudgedPatch(stop_scene, signnet, setup["adv"], {"scene": "stop_sign", "attack": "t", "target_label": "yield"})
+    m = evaluate_attack(HeldOutRun(setup["pipe"], setup["grid"], settings, patch=stickers), judged,
+                        RunFacts(tmp_path, quiet=True))
     assert m["placement"]["views"] == 4 and m["placement"]["of"] == 6 and m["placement"]["headline"]["victim"] == "victim"
     assert len(m["placement"]["victims"]["victim"]["cells"]) == 4
     report = (tmp_path / "report.md").read_text()
     assert "## Placement error" in report and "| 5 mm |" in report and "±6°" in report
     assert (tmp_path / "placement.png").is_file()
     # off: no table, no picture
-    off = evaluate_attack(scene=stop_scene, victim=signnet, clean_texture=stop_scene.texture, adv_texture=setup["adv"],
-                          pipeline=setup["pipe"], grid=setup["grid"], target="yield", summary={}, run_dir=tmp_path / "off",
-                          settings=HeldOutSettings(atlas=False, placement={"enabled": False}), quiet=True,
-                          sticker_mask=setup["mask"])
+    off = evaluate_attack(HeldOutRun(setup["pipe"], setup["grid"], HeldOutSettings(atlas=False, placement={"enabled": False}),
+                                     patch=stickers), judged, RunFacts(tmp_path / "off", quiet=True))
     assert off["placement"] is None and not (tmp_path / "off" / "placement.png").exists()
