@@ -1,17 +1,14 @@
 """Input errors: the input is wrong, and the message is one sentence that says what to do.
 
 Every part raises a subclass of ``InputError``; the entry points print these without a stack
-trace (``report_input_errors``). Anything else is a bug and keeps its trace.
+trace (``physattack.cli.door``). Anything else is a bug and keeps its trace.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
-import sys
 from collections.abc import Iterable
-from typing import Callable
 
 
 class InputError(ValueError):
@@ -61,24 +58,6 @@ def input_error(exc: BaseException | None) -> InputError | None:
             return exc
         exc = exc.__cause__ or exc.__context__
     return None
-
-
-def report_input_errors(reraise_if: Callable[[], bool] | None = None):
-    """Decorate an entry point: an InputError (however wrapped) becomes ``error: <sentence>`` on
-    stderr and exit status 2; other exceptions, or any when ``reraise_if()`` is true, propagate."""
-    def wrap(fn):
-        @functools.wraps(fn)
-        def run(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except Exception as exc:
-                err = input_error(exc)
-                if err is None or (reraise_if is not None and reraise_if()):
-                    raise
-                print(f"error: {err}", file=sys.stderr)
-                sys.exit(2)
-        return run
-    return wrap
 
 
 # ----------------------------------------------------------------------------- range checks

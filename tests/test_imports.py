@@ -19,20 +19,22 @@ import physattack
 PACKAGE = Path(physattack.__file__).parent
 
 #: Top-level modules every part may use; they import only each other.
-SHARED = {"__init__", "errors", "atomic", "config", "imageio", "labels", "units"}
+SHARED = {"__init__", "errors", "atomic", "config", "imageio", "labels", "units", "run_report"}
 
 #: Entry points outside ``cli/``: ``python -m`` shims over ``physattack.cli`` (they count as cli).
-COMMAND_SHIMS = {"__main__", "export", "transfer", "atlas", "calibrate", "evaluate_photos", "drive",
+COMMAND_SHIMS = {"__main__", "export", "transfer", "atlas", "calibrate", "evaluate_photos", "drive.__main__",
                  "evaluate.__main__", "train.__main__"}
 
-PARTS = ["scene", "render", "eot", "patch", "printing", "victims", "attack", "evaluate", "train", "tracking", "cli"]
+PARTS = ["scene", "render", "eot", "patch", "printing", "victims", "attack", "evaluate", "drive", "train", "tracking",
+         "cli"]
 
 #: part -> the parts it may import. From DESIGN.md: scene knows none of them; render draws scenes;
 #: eot samples and renders views of them; printing knows no patch (the patch uses its palette) and
-#: no victim; a victim knows no renderer (nor scene, eot, evaluate); attack composes the parts but not
-#: the evaluation; evaluation composes them but not the optimization; training composes what attack
-#: composes minus patches, and reports with evaluate's metrics (class_ap); only cli composes attack,
-#: evaluate and train, and nothing imports cli.
+#: no victim; a victim knows no renderer (nor scene, eot, evaluate); evaluation composes the parts but
+#: neither the optimization nor drives; drives compose the parts and may use evaluate's metrics (never
+#: the reverse) but not the optimization; attack composes the parts and may use drive's trajectories and
+#: stacks (the decision-level objective); training composes what attack composes minus patches and
+#: knows no evaluation report; only cli composes attack, evaluate, drive and train, and nothing imports cli.
 ALLOWED = {
     "scene": set(),
     "render": {"scene"},
@@ -41,9 +43,10 @@ ALLOWED = {
     "patch": {"scene", "printing"},
     "victims": set(),
     "tracking": set(),
-    "attack": {"scene", "render", "eot", "printing", "patch", "victims", "tracking"},
     "evaluate": {"scene", "render", "eot", "printing", "patch", "victims", "tracking"},
-    "train": {"scene", "render", "eot", "victims", "evaluate", "tracking"},
+    "drive": {"scene", "render", "eot", "printing", "patch", "victims", "tracking", "evaluate"},
+    "attack": {"scene", "render", "eot", "printing", "patch", "victims", "tracking", "drive"},
+    "train": {"scene", "render", "eot", "victims", "tracking"},
     "cli": set(PARTS) - {"cli"},
 }
 
@@ -176,3 +179,36 @@ def test_the_allowed_map_itself_has_no_cycle_and_names_only_parts():
                 reach.add(p)
                 todo += ALLOWED[p]
         assert part not in reach, f"{part} may reach itself through {sorted(reach)}"
+
+
+def test_no_cycles_between_modules_of_cli():
+    """DESIGN.md: no import cycles between modules of ``cli/`` (function-level imports count too)."""
+    modules = {module_name(path): path for path in sorted((PACKAGE / "cli").rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("physattack.cli"):
+                base = node.module[len("physattack."):]
+                edges |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names}
+            elif isinstance(node, ast.Import):
+                edges |= {a.name[len("physattack."):] for a in node.names if a.name.startswith("physattack.cli")}
+        graph[module] = {e for e in edges if e in modules and e != module}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for module in sorted(graph):
+        if module not in state and (cycle := visit(module)):
+            pytest.fail("modules of cli/ import each other in a cycle: " + " -> ".join(cycle))

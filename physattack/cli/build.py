@@ -1,26 +1,22 @@
 """One builder: a composed configuration -> the built parts, for every command.
 
-The attack run, ``evaluate``, ``export``, ``transfer``, ``atlas``, ``calibrate`` and the photo
-evaluation all build their scene, victim, patch, renderer, pipelines, grids and printer from here, so
-that a part is built the same way wherever it is used. Parts are made with ``hydra.utils.instantiate``
-from their config group; what they raise (an ``InputError``) is unwrapped so the door prints it.
+The attack run (``physattack.cli.parts``), the attack kinds, the finished-run reader
+(``physattack.cli.runs``), ``evaluate``, ``export``, ``transfer``, ``atlas``, ``calibrate``, ``train`` and
+the photo evaluation all build their scene, victim, patch, renderer, pipelines, grids, trackers and
+printer from here, so that a part is built the same way wherever it is used. Parts are made with
+``hydra.utils.instantiate`` from their config group; what they raise (an ``InputError``) is unwrapped so
+the door prints it.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, replace
-from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from physattack.atomic import load_torch
-from physattack.attack.objectives import OBJECTIVES
 from physattack.config import RunConfig
-from physattack.eot import ViewPipeline
 from physattack.errors import InputError, input_error
 
 
@@ -68,10 +64,6 @@ def device_of(name: str) -> torch.device:
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise InputError(f"device={name} was asked for but PyTorch sees no CUDA device; use device=cpu.")
     return torch.device(name)
-
-
-def is_detector(victim) -> bool:
-    return bool(getattr(victim, "is_detector", False))
 
 
 def scene(cfg: DictConfig, device) -> object:
@@ -149,15 +141,17 @@ def same_model(a, b) -> bool:
     return sa.keys() == sb.keys() and all(sa[k].shape == sb[k].shape and torch.equal(sa[k], sb[k]) for k in sa)
 
 
-def protocol_victims(cfg: DictConfig, attacked: dict[str, object], device) -> dict:
-    """The victims the held-out protocol scores: ``attacked`` (name -> the victim the attack used) and
-    every victim of ``evaluation.victims`` the attack did not use, built here and tagged held out.
+def protocol_members(pool, attacked: dict[str, object], device, families=None) -> dict:
+    """The victims a held-out protocol scores: ``attacked`` (name -> the victim the attack used; each member
+    of an ensemble) and every victim of ``pool`` (``evaluation.victims`` or ``evaluation.detectors``: name ->
+    victim config) the attack did not use, built here (before the attack, never called by it) and
+    tagged held out, with their architecture ``families`` (``evaluation.families``).
 
     A victim of the pool is matched to an attacked one by name or by being the same model (equal
     weights), so an attacked model is never reported as held out under another name."""
     from physattack.evaluate.members import tag_members
 
-    pool = (cfg.get("evaluation") or {}).get("victims") or {}
+    pool = pool or {}
     attacked, held_out = dict(attacked), {}
     for name, node in pool.items():
         name = str(name)
@@ -169,189 +163,15 @@ def protocol_victims(cfg: DictConfig, attacked: dict[str, object], device) -> di
             held_out[name] = built
         elif len(attacked) == 1 and twin not in pool:           # the attacked model under its pool name
             attacked = {name: attacked[twin]}
-    families = (cfg.get("evaluation") or {}).get("families") or {}
-    return tag_members(attacked=attacked, held_out=held_out, families=dict(families))
+    return tag_members(attacked=attacked, held_out=held_out, families=dict(families or {}))
 
 
-def protocol_detectors(cfg: DictConfig, attacked: dict[str, object], device) -> dict:
-    """The detectors a detector attack is scored on afterwards (``physattack.evaluate.detectors``):
-    ``attacked`` (name -> the detector the attack used, each member of an ensemble) and every detector
-    of ``evaluation.detectors`` the attack did not use, built here (before the attack, never called by
-    it) and tagged held out; matched to an attacked one by name or equal weights, as ``protocol_victims``."""
-    from physattack.evaluate.members import tag_members
-
-    pool = (cfg.get("evaluation") or {}).get("detectors") or {}
-    attacked, held_out = dict(attacked), {}
-    for name, node in pool.items():
-        name = str(name)
-        if name in attacked:
-            continue
-        built = victim(node, device)
-        twin = next((a for a, v in attacked.items() if same_model(built, v)), None)
-        if twin is None:
-            held_out[name] = built
-        elif len(attacked) == 1 and twin not in pool:           # the attacked model under its pool name
-            attacked = {name: attacked[twin]}
-    return tag_members(attacked=attacked, held_out=held_out)
+def tracker(cfg: DictConfig, out_dir, run_config: dict, **identity):
+    """The run's tracker (``cfg.logger``: W&B, offline by default, or none) writing beside ``out_dir``'s files."""
+    return make(cfg.logger, dir=str(out_dir), run_config=run_config, _recursive_=False, _convert_="all", **identity)
 
 
-@dataclass
-class AttackParts:
-    """Everything one attack run is made of."""
-
-    scene: object
-    victim: object
-    attack: object
-    patch: object
-    pipeline: object          # what the optimizer renders through (training backgrounds, printed patch)
-    sampler: object
-    eval_pipeline: object     # held-out backgrounds
-    grid: object
-    palette: torch.Tensor
-    colour_model: object
-    export: object
-    heldout: object | None    # physattack.evaluate.protocol.HeldOutRun, classifiers only
-    victim_names: list[str]   # what the attacked victim(s) are called in reports
-    detectors: dict | None = None     # detector attacks: {name: Member}, attacked and held out (protocol_detectors)
-
-
-def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
-    """Build the parts of ``python -m physattack`` from its composed config."""
-    from physattack.eot.frames import FrameGrid, FrameSampler
-    from physattack.evaluate.protocol import HeldOutRun
-
-    built_scene = scene(cfg, device)
-    built_victim = victim(cfg.victim, device, run.channels_last)
-    attack = make(cfg.attack)
-    if attack.needs_true_label:
-        built_victim.label_index(built_scene.class_name)
-    attack.label(built_victim, built_scene)
-    if getattr(built_victim, "members", None) is not None:
-        attack.members_of(built_victim, built_scene)        # refused here, before any folder or step
-    patch = make(cfg.patch, scene=built_scene).to(device)
-    attack.check_patch(patch)                               # e.g. placement error needs stickers
-    renderer = make(cfg.renderer)
-    size = (run.image_size, run.image_size)
-    bank, eval_bank = make(cfg.eot.backgrounds), make(cfg.eot.eval_backgrounds)
-    sampler = make(cfg.eot.sampler, background_count=len(bank), _convert_="all")
-    grid = make(cfg.eot.grid, background_count=len(eval_bank), _convert_="all")
-    if is_detector(built_victim):        # a detector sees the sign in context frames (eot/frames.py)
-        sampler, grid = FrameSampler(sampler), FrameGrid(grid)
-        size = (built_victim.input_size, built_victim.input_size)
-    palette, colour_model = printer(cfg, device)
-    pipeline = photographed(ViewPipeline(renderer, bank, size), colour_model)
-    eval_pipeline = photographed(ViewPipeline(renderer, eval_bank, size), colour_model)
-    names = victim_names(cfg, built_victim)
-    heldout = None
-    if cfg.get("evaluation") is not None and cfg.evaluation.enabled and not is_detector(built_victim):
-        attacked = dict(zip(names, getattr(built_victim, "members", [built_victim])))
-        members = protocol_victims(cfg, attacked, device)
-        names = [n for n, m in members.items() if m.role == "attacked"]
-        heldout = HeldOutRun(eval_pipeline, protocol_grid(cfg, len(eval_bank)),
-                             make(cfg.evaluation.settings, _convert_="all"), ViewPipeline(renderer, eval_bank, size),
-                             members=members, patch=patch)
-    detectors = None
-    if cfg.get("evaluation") is not None and cfg.evaluation.enabled and is_detector(built_victim):
-        detectors = protocol_detectors(cfg, dict(zip(names, getattr(built_victim, "members", [built_victim]))),
-                                       device)
-        names = [n for n, m in detectors.items() if m.role == "attacked"]
-    return AttackParts(built_scene, built_victim, attack, patch, pipeline, sampler, eval_pipeline, grid, palette,
-                       colour_model, export_options(cfg), heldout, names, detectors)
-
-
-# -- finished runs -----------------------------------------------------------------------------------
-
-RUN_FILES = ("config.yaml", "patch.pt")
-
-
-def check_finished_run(run_dir: str | Path) -> Path:
-    """``run_dir`` holds a finished (or interrupted) attack run: its ``config.yaml`` and ``patch.pt``."""
-    run_dir = Path(str(run_dir)).expanduser()
-    for name in RUN_FILES:
-        if not (run_dir / name).is_file():
-            raise InputError(f"{run_dir} has no {name}; give run_dir= the output folder of a finished "
-                             "`python -m physattack` run (outputs/<date>/<time>).")
-    return run_dir
-
-
-@dataclass
-class FinishedRun:
-    """A run's configuration and rebuilt parts, and its attacked texture (as printed, when the run printed it)."""
-
-    run_dir: Path
-    cfg: DictConfig
-    metrics: dict
-    scene: object
-    victim: object
-    patch: object
-    renderer: object
-    eval_bank: object
-    image_size: tuple[int, int]
-    adv_texture: torch.Tensor
-    eval_pipeline: object
-    target: str | None
-    palette: torch.Tensor
-    colour_model: object
-
-    def plain_pipeline(self) -> ViewPipeline:
-        return ViewPipeline(self.renderer, self.eval_bank, self.image_size)
-
-
-def load_patch(patch, path: Path, device="cpu") -> None:
-    """Load ``patch.pt`` (data only) into ``patch``; one sentence when it does not fit."""
-    state = load_torch(path, "patch file", map_location=device)
-    try:
-        patch.load_state_dict(state["patch"] if isinstance(state, dict) and "patch" in state else state)
-    except (RuntimeError, KeyError, TypeError, AttributeError) as e:
-        raise InputError(f"{path} does not fit the patch its config.yaml builds; was the run folder edited? "
-                         f"({str(e).strip().splitlines()[0]})") from None
-
-
-def run_config_file(run_dir: Path) -> DictConfig:
-    try:
-        return OmegaConf.load(run_dir / "config.yaml")
-    except Exception as e:
-        raise InputError(f"{run_dir / 'config.yaml'} is not a readable config ({str(e).splitlines()[0]}).") from None
-
-
-def run_patch(run_dir: str | Path, device="cpu"):
-    """A finished run's config, scene and patch (its ``patch.pt`` loaded as data only)."""
-    run_dir = check_finished_run(run_dir)
-    cfg = run_config_file(run_dir)
-    built_scene = scene(cfg, device)
-    patch = make(cfg.patch, scene=built_scene).to(device)
-    load_patch(patch, run_dir / "patch.pt", device)
-    return cfg, built_scene, patch
-
-
-def finished_run(run_dir: str | Path, device="cpu", victim_node=None) -> FinishedRun:
-    """Rebuild the run in ``run_dir`` from its own ``config.yaml`` and ``patch.pt``."""
-    run_dir = check_finished_run(run_dir)
-    cfg, built_scene, patch = run_patch(run_dir, device)
-    metrics = {}
-    if (run_dir / "metrics.json").is_file():
-        try:
-            metrics = json.loads((run_dir / "metrics.json").read_text())
-        except json.JSONDecodeError:
-            raise InputError(f"{run_dir / 'metrics.json'} is not valid JSON; was the run folder edited?") from None
-    built_victim = victim(victim_node if victim_node is not None else cfg.victim, device)
-    renderer = make(cfg.renderer)
-    eval_bank = make(cfg.eot.eval_backgrounds)
-    size = (int(cfg.image_size), int(cfg.image_size))
-    palette, colour_model = printer(cfg, device)
-    pipeline = ViewPipeline(renderer, eval_bank, size)
-    with torch.no_grad():
-        adv = patch.apply(built_scene.texture)
-    if "model" in (cfg.get("printer") or {}):          # the run printed its patch: evaluate the print
-        with torch.no_grad():
-            adv = colour_model.print_patch(adv, patch.mask)
-        pipeline = photographed(pipeline, colour_model)
-    targeted = OBJECTIVES.get(cfg.attack.get("objective", "targeted"), OBJECTIVES["targeted"]).targeted
-    return FinishedRun(run_dir, cfg, metrics, built_scene, built_victim, patch, renderer, eval_bank, size,
-                       adv.detach(), pipeline, cfg.attack.get("target") if targeted else None, palette, colour_model)
-
-
-# -- drives -----------------------------------------------------------------------------------------
+# -- drives ------------------------------------------------------------------------------------------
 
 def drive_config(option: str = "quick") -> DictConfig:
     """``conf/drive/<option>.yaml`` composed as ``python -m physattack.drive drive=<option>`` has it (inside a
@@ -365,87 +185,19 @@ def drive_config(option: str = "quick") -> DictConfig:
         return compose(config_name="drive", overrides=[f"drive={option}"]).drive
 
 
-@dataclass
-class DriveParts:
-    """A drive evaluation: the held-out drives, how they are rendered, the stack that reads them, the judge."""
-
-    drives: list
-    renderer: object          # physattack.eot.drive.DriveRenderer
-    stack: object             # physattack.evaluate.drive.DetectorStack or TwoStageStack
-    settings: object          # physattack.evaluate.drive.DriveSettings
-
-
-def drive_panel(members: dict | None, scene_class: str, detectors: bool = False) -> tuple[dict, dict]:
-    """The drive panel of ``members`` (name -> ``PanelVictim``) and the members left off it with the reason:
-    classifiers for a two-stage stack, detectors (``detectors=True``) for a detector stack; a member of the
-    other kind, or without the sign's class, is skipped."""
-    from physattack.evaluate.drive import PanelVictim
-    from physattack.evaluate.members import label_sets
-    from physattack.victims.base import VictimError
-
-    panel, skipped = {}, {}
-    for name, member in (members or {}).items():
-        if is_detector(member.victim) != detectors:
-            skipped[name] = "a classifier, on a detector stack" if detectors else "a detector, on a two-stage stack"
-            continue
-        if detectors:
-            try:
-                panel[name] = PanelVictim(member.victim, (member.victim.label_index(scene_class),), member.role,
-                                          member.family)
-            except VictimError:
-                skipped[name] = f"its labels lack the scene's class '{scene_class}'"
-            continue
-        sets = label_sets(member.victim, scene_class, None)
-        if isinstance(sets, str):
-            skipped[name] = sets
-        else:
-            panel[name] = PanelVictim(member.victim, sets.true_set, member.role, member.family)
-    return panel, skipped
-
-
-def drive_parts(node: DictConfig, *, scene, attacked, victim_names: list[str], renderer, backgrounds, crop_px: int,
-                crop_frame: float, device, members: dict | None = None) -> DriveParts:
-    """Build a drive evaluation of the ``attacked`` victim from a ``conf/drive/*.yaml`` node: a classifier is
-    read through the two-stage stack (``node.detector`` -> the classifier), a detector alone (or two-stage
-    when ``node.classifier`` names a second stage). Bad settings (a braking point beyond the first frame, k > n)
-    are refused here, before any frame is rendered.
-
-    ``members`` (``{name: Member}``, attacked and held out: the held-out protocol's, ``protocol_victims``
-    or ``protocol_detectors``) become the stack's panel (``physattack.evaluate.drive.PanelVictim``): for a
-    classifier run each classifier reads the two-stage stack's crops, for a detector run alone each
-    detector scans the same frames, so the drive report also says what a car whose model the patch was
-    not fitted to would do, and judges an ensemble's members one by one."""
-    from physattack.eot.drive import DriveRenderer
-    from physattack.evaluate.drive import DetectorStack, TiledDetector, TwoStageStack, check_braking
+def drive_evaluation(node: DictConfig, perception, *, scene, renderer, backgrounds):
+    """The drive evaluation a ``conf/drive/*.yaml`` node describes, of ``perception`` (the stack the attack
+    kind chose: ``physattack.drive.build.Perception``), over held-out ``backgrounds``. Bad settings (a
+    braking point beyond the first frame, k > n) are refused here, before any frame is rendered."""
+    from physattack.drive.build import DriveWorld, drive_evaluation as evaluation
 
     dashcam = make(node.dashcam)
     drive_set = make(node.drives, background_count=len(backgrounds), _convert_="all")
-    settings = make(node.settings)
-    stack_settings = make(node.stack, _convert_="all")
-    drives = drive_set.drives()
-    check_braking(drives, settings)
-    name = "+".join(victim_names)
-    if is_detector(attacked):
-        detector, names, classifier = attacked, {"detector": name}, None
-        second = node.get("classifier")
-        if second is not None:
-            classifier = victim(second.victim, device)
-            names["classifier"] = str(second.get("name") or second.victim.get("_target_", "classifier"))
-    else:
-        detector = victim(node.detector.victim, device)
-        names = {"detector": str(node.detector.get("name") or node.detector.victim.get("_target_", "detector")),
-                 "classifier": name if len(victim_names) <= 1 else f"the mean probability of {name}"}
-        classifier = attacked
-    tiled = TiledDetector(detector, dashcam, tuple(scene.texture_size_m), stack_settings)
-    frame = stack_settings.crop_frame if stack_settings.crop_frame is not None else crop_frame
-    side = stack_settings.crop_px if stack_settings.crop_px is not None else crop_px
-    if classifier is None:
-        panel, skipped = drive_panel(members, scene.class_name, detectors=True)
-        panel = {n: replace(m, model=TiledDetector(m.model, dashcam, tuple(scene.texture_size_m), stack_settings))
-                 for n, m in panel.items()}
-        stack = DetectorStack(tiled, detector.label_index(scene.class_name), settings.iou, names, panel, skipped)
-    else:
-        panel, skipped = drive_panel(members if classifier is attacked else None, scene.class_name)
-        stack = TwoStageStack(tiled, classifier, classifier.label_set(scene.class_name), settings.iou, frame, side,
-                              names, panel, skipped)
-    return DriveParts(drives, DriveRenderer(renderer, backgrounds, dashcam), stack, settings)
+    world = DriveWorld(scene, drive_set.drives(), renderer, backgrounds, dashcam)
+    return evaluation(world, perception, make(node.settings), make(node.stack, _convert_="all"))
+
+
+def drive_detector(node: DictConfig, device):
+    """The detector a two-stage drive stack proposes boxes with (``node.detector``) and its name."""
+    detector = victim(node.detector.victim, device)
+    return detector, str(node.detector.get("name") or node.detector.victim.get("_target_", "detector"))

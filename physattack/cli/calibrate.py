@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from physattack.atomic import save_json, save_rgb_png
+from physattack.cli.rundir import free_stem, refuse_existing
 from physattack.cli.door import key_value_command, parse_options
 from physattack.errors import InputError
 from physattack.printing import load_palette
@@ -44,20 +45,6 @@ class FitCommand:
     white_balance: bool = True
     out: str | None = None
     overwrite: bool = False
-
-
-def free_stem(stem: Path, suffixes: tuple[str, ...]) -> Path:
-    """``stem`` if none of ``stem + suffix`` exist, else ``stem-2``, ``stem-3``, ..."""
-    candidate, k = stem, 2
-    while any(candidate.with_name(candidate.name + s).exists() for s in suffixes):
-        candidate, k = stem.with_name(f"{stem.name}-{k}"), k + 1
-    return candidate
-
-
-def refuse_existing(paths: list[Path], overwrite: bool) -> None:
-    taken = [str(p) for p in paths if p.exists()]
-    if taken and not overwrite:
-        raise InputError(f"{', '.join(taken)} already exist(s); choose another out= or add overwrite=true.")
 
 
 def chart(cmd: ChartCommand) -> dict[str, Path]:

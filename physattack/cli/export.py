@@ -13,7 +13,8 @@ from pathlib import Path
 
 from physattack.cli import build
 from physattack.cli.door import key_value_command, parse_options
-from physattack.cli.rundir import ensure_writable, free_folder
+from physattack.cli.rundir import ensure_writable, free_folder, holds_files, refuse_existing
+from physattack.cli.runs import open_run
 from physattack.errors import InputError
 
 USAGE = ("python -m physattack.export run_dir=<run> [dpi=300] [paper=a4|letter|a3|tabloid|fit] [margin_mm=10] "
@@ -36,11 +37,15 @@ def export_run(cmd: ExportCommand) -> tuple[Path, dict]:
     """Write the print bundle of the run ``cmd.run_dir``; returns its folder and manifest."""
     if not cmd.run_dir:
         raise InputError(f"Give run_dir= the output folder of a finished `python -m physattack` run ({USAGE}).")
-    cfg, scene, patch = build.run_patch(cmd.run_dir)
+    folder = open_run(cmd.run_dir)
+    cfg = folder.cfg
+    scene, patch = folder.scene_and_patch()
     options = build.export_options(cfg, dpi=cmd.dpi, paper=cmd.paper, margin_mm=cmd.margin_mm,
                                    overlap_mm=cmd.overlap_mm, bleed_mm=cmd.bleed_mm)
     palette, colour_model = build.printer(cfg, "cpu")
     run = Path(cmd.run_dir)
+    if cmd.out:
+        refuse_existing([p for p in [Path(cmd.out).expanduser()] if holds_files(p)], cmd.overwrite)
     made = None if cmd.out else free_folder(run / "export")
     out = Path(cmd.out).expanduser() if cmd.out else made
     ensure_writable(out.parent, "out")

@@ -73,10 +73,6 @@ def hydras_own(entry: Path) -> bool:
     return entry.name in (CLAIM_FILE, ".hydra") or entry.suffix == ".log"
 
 
-def claimed_here(folder: Path) -> bool:
-    return resolved(folder) in _CLAIMED
-
-
 def claim_free(path: str | Path, key: str = "hydra.run.dir") -> Path:
     """Claim ``path``, or the first of ``path-2``, ``path-3``, ... that no run holds."""
     path = resolved(path)
@@ -103,6 +99,34 @@ def free_folder(path: str | Path) -> Path:
                              "folder.") from None
 
 
+def free_stem(stem: Path, suffixes: tuple[str, ...]) -> Path:
+    """``stem`` if none of ``stem + suffix`` exist, else ``stem-2``, ``stem-3``, ... (files a command writes
+    side by side, e.g. a chart's ``.pdf``, ``.png`` and ``.json``)."""
+    candidate, k = stem, 2
+    while any(candidate.with_name(candidate.name + s).exists() for s in suffixes):
+        candidate, k = stem.with_name(f"{stem.name}-{k}"), k + 1
+    return candidate
+
+
+def refuse_existing(paths: list[Path], overwrite: bool, key: str = "out") -> None:
+    """Files a command was told to write (``key=``) that exist are refused unless ``overwrite``."""
+    taken = [str(p) for p in paths if p.exists()]
+    if taken and not overwrite:
+        raise InputError(f"{', '.join(taken)} already exist(s); choose another {key}= or add overwrite=true.")
+
+
+def weights_target(out: str | Path, overwrite: bool = False) -> Path:
+    """``out`` as a weights path a training may write: a ``.safetensors`` name, neither it nor its ``.json``
+    existing unless ``overwrite``. Checked before training, so that no hour is lost."""
+    out = Path(out)
+    if out.suffix != ".safetensors":
+        raise InputError(f"out={out} must name a .safetensors file (the metadata goes beside it as .json).")
+    if not overwrite and (out.exists() or out.with_suffix(".json").exists()):
+        raise InputError(f"{out} already exists (or its .json does); choose another out= or add overwrite=true "
+                         "to replace it.")
+    return out
+
+
 def checkpoint_folder(resume: str | Path) -> Path:
     """The run folder ``resume=`` names (a run folder, or its ``checkpoint.pt``)."""
     path = resolved(resume)
@@ -122,13 +146,13 @@ def named(overrides: list[str], key: str) -> bool:
     return any(re.match(rf"^\+*{re.escape(key)}=", o) for o in overrides)
 
 
-def claim_output(kind: str, cfg, overrides: list[str]) -> tuple[list[str], tuple[Path, Path] | None]:
+def claim_output(output: str, cfg, overrides: list[str]) -> tuple[list[str], tuple[Path, Path] | None]:
     """Choose, resolve and claim this run's folder before Hydra writes anything; returns the overrides
     that point Hydra at it (the resolved path, replacing the user's ``hydra.run.dir``), and the folder with
     the topmost folder this call made (so that a run refused on its input can leave nothing behind)."""
     explicit = named(overrides, "hydra.run.dir")
     wanted = resolved(cfg.hydra.run.dir)
-    resume = cfg.get("resume") if kind == "run" else None
+    resume = cfg.get("resume") if output == "run" else None
     if resume and not explicit:
         wanted = checkpoint_folder(resume) / "resume"
     made = first_missing(wanted)

@@ -23,11 +23,11 @@ import torch
 
 from physattack.cli.allocator import keep_freed_memory
 from physattack.cli.door import did_you_mean, entry, parse_options, path_of, plain_help, wants_help
-from physattack.cli.rundir import ensure_writable
+from physattack.cli.rundir import ensure_writable, weights_target
 from physattack.errors import InputError, check_range
 from physattack.train.classifier import SignNetTraining, train_signnet
 from physattack.train.detector import DetectorTraining, DetNetTraining, save_detector, train_detector, train_detnet
-from physattack.train.weights import check_target, save_weights
+from physattack.train.weights import save_weights
 from physattack.train.zoo import ZooTraining, save_member, save_victim_config, train_member
 from physattack.victims.detnet import default_detnet_weights
 from physattack.victims.signnet import default_weights
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         print(model_help(name))
         return 0
     cmd = parse_options(MODELS[name].options, rest, f"{PROG} {name} --help lists them")
-    out = check_target(path_of(cmd.out) if cmd.out else MODELS[name].default_out(), cmd.overwrite)
+    out = weights_target(path_of(cmd.out) if cmd.out else MODELS[name].default_out(), cmd.overwrite)
     ensure_writable(out.parent, "out")
     config = _check_config(cmd) if name == "zoo" else None
     if cmd.keep_freed_memory:

@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 from physattack.atomic import save_figure, save_json, save_text
 from physattack.cli import build
 from physattack.cli.door import HydraCommand
-from physattack.cli.evaluate import check_run_dir
+from physattack.cli.runs import check_run_dir, open_run
 from physattack.errors import InputError
 from physattack.evaluate.transfer import (ImagePath, load_victims, matrix_figure, matrix_markdown, opencv_warp_views,
                                           render_path, transfer_matrix)
@@ -55,7 +55,7 @@ def _paths(run, grid, names: list[str]) -> list[ImagePath]:
 
 
 def run_transfer(cfg: DictConfig, out: str | Path) -> tuple[dict, str]:
-    run = build.finished_run(cfg.run_dir, build.device_of(cfg.device))
+    run = open_run(cfg.run_dir).rebuild(build.device_of(cfg.device))
     grid = (build.make(run.cfg.eot.grid, background_count=len(run.eval_bank), _convert_="all") if cfg.grid == "eot"
             else build.protocol_grid(run.cfg, len(run.eval_bank)))
     paths = _paths(run, grid, list(cfg.paths))

@@ -2,6 +2,6 @@
 
 from physattack.train.classifier import SignNetTraining, train_signnet
 from physattack.train.detector import DetNetTraining, train_detnet
-from physattack.train.weights import check_target, save_weights
+from physattack.train.weights import save_weights
 
-__all__ = ["DetNetTraining", "SignNetTraining", "check_target", "save_weights", "train_detnet", "train_signnet"]
+__all__ = ["DetNetTraining", "SignNetTraining", "save_weights", "train_detnet", "train_signnet"]

@@ -286,8 +286,3 @@ def bundled_sign_detector(name: str, weights: str | None = None,
     """A detector the project trained and ships: ``assets/<name>.safetensors`` (or ``weights``)."""
     path = Path(weights) if weights else Path(str(resources.files("physattack.assets"))) / f"{name}.safetensors"
     return load_sign_detector(path, score_threshold)
-
-
-def scene_labels(detector: Detector) -> list[str]:
-    """A detector's label names without placeholders (the background, COCO's N/A)."""
-    return [lab for lab in detector.labels if lab not in PLACEHOLDER_LABELS]

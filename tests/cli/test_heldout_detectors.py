@@ -1,4 +1,4 @@
-"""Held-out detectors (physattack/cli/build.py: protocol_detectors; physattack/evaluate/detectors.py): after a
+"""Held-out detectors (physattack/cli/build.py: protocol_members, the detector kind's pool; physattack/evaluate/detectors.py): after a
 detector attack every detector of evaluation.detectors is scored, the attacked ones (each ensemble member) as
 attacked and the rest as held out, never called while the patch is optimized."""
 
@@ -12,7 +12,9 @@ from commands import TINY
 from omegaconf import OmegaConf, open_dict
 
 from physattack.cli import build
+from physattack.cli.kinds import PerceptionInputs, named
 from physattack.cli.attack import attack_and_report, compose, headline
+from physattack.cli.parts import attack_parts
 from physattack.evaluate.detectors import detectors_line
 from physattack.evaluate.members import tag_members
 from physattack.train.detector import DetectorTraining, save_detector
@@ -62,14 +64,14 @@ def test_held_out_detectors_are_scored_but_never_called_by_the_optimizer(victim,
     monkeypatch.setattr(build, "export_patch", lambda *args, **kwargs: {})     # the print bundle is not tested here
     cfg = attack_config(victim, tiny_weights)
     run = build.run_config(cfg)
-    parts = build.attack_parts(cfg, run, torch.device("cpu"))
-    assert parts.heldout is None                                   # the classifier protocol is not run
-    roles = {n: m.role for n, m in parts.detectors.items()}
+    parts = attack_parts(cfg, run, torch.device("cpu"))
+    assert parts.kind.name == "detector"                           # the detectors' pool, not the classifier protocol
+    roles = {n: m.role for n, m in parts.members.items()}
     assert [n for n, r in roles.items() if r == "attacked"] == attacked == parts.victim_names
     assert [n for n, r in roles.items() if r == "held-out"] == held_out
 
     calls = {n: 0 for n in roles}
-    for name, member in parts.detectors.items():
+    for name, member in parts.members.items():
         member.victim.register_forward_hook(lambda *_, name=name: calls.__setitem__(name, calls[name] + 1))
     during_attack = {}
     run_attack = parts.attack.run
@@ -79,7 +81,9 @@ def test_held_out_detectors_are_scored_but_never_called_by_the_optimizer(victim,
         during_attack.update(calls)
         return result
     parts.attack.run = spy_run
-    metrics = attack_and_report(parts, run, tmp_path, NullTracker())
+    run_report = attack_and_report(parts, run, tmp_path, NullTracker())
+    run_report.headline = parts.kind.headline(run_report)
+    metrics = run_report.to_json()
     assert {n: during_attack[n] for n in held_out} == {n: 0 for n in held_out}, \
         "a held-out detector was called during optimization"
     assert all(calls[n] > 0 for n in held_out), "a held-out detector was never scored"
@@ -93,8 +97,8 @@ def test_held_out_detectors_are_scored_but_never_called_by_the_optimizer(victim,
         for key in ("detection_rate_clean", "detection_rate_attacked"):
             assert row[key]["n"] == 2 and 0.0 <= row[key]["rate"] <= 1.0 and len(row[key]["ci95"]) == 2
     assert table["held_out_mean"]["victims"] == held_out
-    written = json.loads((tmp_path / "metrics.json").read_text())
-    assert written["heldout"]["detectors"]["members"].keys() == table["members"].keys()
+    written = json.loads(run_report.write(tmp_path).read_text())
+    assert written["heldout"]["detectors"]["members"].keys() == table["members"].keys() and written["kind"] == "detector"
     report = (tmp_path / "report.md").read_text()
     assert "## Detectors: attacked and held out" in report and all(f"| {n} | held-out |" in report for n in held_out)
     line = detectors_line(table)
@@ -102,7 +106,7 @@ def test_held_out_detectors_are_scored_but_never_called_by_the_optimizer(victim,
     for row in table["members"].values():                       # each detector's rates per grid value, too
         assert row["per_condition"] and all(sum(r["views"] for r in rows) == 2 for rows in row["per_condition"].values())
     assert "### Detectors by condition" in report and (tmp_path / "heldout_detectors.png").is_file()
-    line = headline(metrics)                     # the main figure says what it was and was not fitted to
+    line = headline(run_report)                  # the main figure says what it was and was not fitted to
     assert f"not fitted to: {len(held_out)} held-out detector" in line and line in report
     assert all(n in line.split("not fitted to")[1] for n in held_out)
     assert all(n in line.split(":")[0] for n in attacked)
@@ -144,9 +148,10 @@ def test_the_drive_panel_of_a_detector_run_is_its_detectors_each_on_its_own_tile
     members = tag_members(attacked={"detnet": load_detnet()},
                           held_out={"no_stop": sign_detector(other).freeze(), "signnet": load_signnet()})
     node = OmegaConf.merge(build.drive_config("quick"), {"dashcam": {"width_px": 640, "height_px": 360}})
-    parts = build.drive_parts(node, scene=stop_scene, attacked=members["detnet"].victim, victim_names=["detnet"],
-                              renderer=None, backgrounds=torch.zeros(1, 3, 8, 8), crop_px=64, crop_frame=0.6,
-                              device=torch.device("cpu"), members=members)
+    perception = named("detector").perception(node, PerceptionInputs(members["detnet"].victim, ["detnet"], members,
+                                                                     (64, 0.6), torch.device("cpu")))
+    parts = build.drive_evaluation(node, perception, scene=stop_scene, renderer=None,
+                                   backgrounds=torch.zeros(1, 3, 8, 8))
     stack = parts.stack
     assert stack.kind == "detector" and list(stack.panel) == ["detnet"]
     assert stack.panel["detnet"].model.detector is members["detnet"].victim and stack.panel["detnet"].role == "attacked"
@@ -172,6 +177,6 @@ def test_a_detector_ensemble_member_without_the_target_is_refused_naming_it(tiny
     cfg = compose("+scene=stop_sign", "attack=mislabel", "victim=detector_ensemble",
                   f"victim.members.det_fcos.weights={tiny_weights['det_fcos']}", coco, *SMALL)
     with pytest.raises(VictimError) as err:
-        build.attack_parts(cfg, build.run_config(cfg), torch.device("cpu"))
+        attack_parts(cfg, build.run_config(cfg), torch.device("cpu"))
     text = str(err.value)
     assert "Ensemble member 'coco' has no label 'yield'" in text and "victim.members" in text and "\n" not in text

@@ -1,4 +1,4 @@
-"""Held-out victims (physattack/cli/build.py: protocol_victims): scored after every attack, never called
+"""Held-out victims (physattack/cli/build.py: protocol_members; the classifier kind's protocol): scored after every attack, never called
 while the patch is optimized."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from commands import TINY
 
 from physattack.cli import build
 from physattack.cli.attack import attack_and_report, compose
+from physattack.cli.parts import attack_parts
 from physattack.tracking import NullTracker
 
 SMALL = [*TINY, "attack.steps=2", "patch.shape=bars", "evaluation.settings.atlas=false",
@@ -22,8 +23,8 @@ def test_held_out_victims_are_scored_but_never_called_by_the_optimizer(victim, t
     held_out = [n for n in cfg.evaluation.victims if n not in attacked]
     assert {"signnet_seed1", "zoo_tinynet_e", "zoo_convnext_atto"} <= set(held_out)
     run = build.run_config(cfg)
-    parts = build.attack_parts(cfg, run, torch.device("cpu"))
-    members = parts.heldout.members
+    parts = attack_parts(cfg, run, torch.device("cpu"))
+    members = parts.protocol.members
     roles = {n: m.role for n, m in members.items()}
     assert [n for n, r in roles.items() if r == "attacked"] == attacked
     assert [n for n, r in roles.items() if r == "held-out"] == held_out

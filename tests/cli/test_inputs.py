@@ -162,8 +162,9 @@ def test_a_pickle_payload_in_a_shared_patch_never_runs(main, finished_run, tmp_p
 
 def test_an_undefined_success_rate_is_said_in_words():
     from physattack.cli.attack import headline
+    from physattack.run_report import RunReport
     metrics = {"attack": "targeted -> yield", "true_label": "stop", "patch_area_fraction": 0.19,
                "attack_success_rate": {"rate": float("nan"), "count": 0, "n": 0, "ci95": [0.0, 1.0]},
                "clean_accuracy": {"rate": 0.0, "count": 0, "n": 120, "ci95": [0.0, 0.03]}}
-    line = headline(metrics)
+    line = headline(RunReport.from_json(metrics))
     assert "nan" not in line and "undefined" in line and "0.0% of 120" in line

@@ -1,0 +1,84 @@
+"""The parts of one attack run, built from its composed configuration (``attack_parts``).
+
+The attack kind (``physattack.cli.kinds``) says how the views are framed and which held-out protocol
+the run ends with; everything else is built the same way for every kind, with the builder's blocks
+(``physattack.cli.build``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from omegaconf import DictConfig
+
+from physattack.cli import build
+from physattack.cli.kinds import AttackKind, ProtocolInputs, kind_for
+from physattack.config import RunConfig
+from physattack.eot import ViewPipeline
+
+
+@dataclass
+class AttackParts:
+    """Everything one attack run is made of."""
+
+    scene: object
+    victim: object
+    attack: object
+    patch: object
+    kind: AttackKind
+    pipeline: object          # what the optimizer renders through (training backgrounds, printed patch)
+    sampler: object
+    eval_pipeline: object     # held-out backgrounds
+    grid: object
+    printer: tuple            # (palette K×3, colour model)
+    export: object
+    protocol: object | None   # the kind's held-out protocol (``AttackKind.protocol``), or None
+    victim_names: list[str]   # what the attacked victim(s) are called in reports
+
+    @property
+    def palette(self) -> torch.Tensor:
+        return self.printer[0]
+
+    @property
+    def colour_model(self):
+        return self.printer[1]
+
+    @property
+    def members(self) -> dict | None:
+        """The protocol's ``{name: Member}``, attacked and held out (the drive panel)."""
+        return self.kind.members(self.protocol)
+
+
+def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
+    """Build the parts of ``python -m physattack`` from its composed config; what the run cannot do
+    (a label the victim lacks, a patch the attack cannot move) is refused here, before any step."""
+    scene = build.scene(cfg, device)
+    victim = build.victim(cfg.victim, device, run.channels_last)
+    attack = build.make(cfg.attack)
+    if attack.needs_true_label:
+        victim.label_index(scene.class_name)
+    attack.label(victim, scene)
+    if getattr(victim, "members", None) is not None:
+        attack.members_of(victim, scene)
+    patch = build.make(cfg.patch, scene=scene).to(device)
+    attack.check_patch(patch)
+    kind = kind_for(attack, victim)
+    renderer = build.make(cfg.renderer)
+    bank, eval_bank = build.make(cfg.eot.backgrounds), build.make(cfg.eot.eval_backgrounds)
+    sampler = build.make(cfg.eot.sampler, background_count=len(bank), _convert_="all")
+    grid = build.make(cfg.eot.grid, background_count=len(eval_bank), _convert_="all")
+    sampler, grid, size = kind.views(sampler, grid, victim, (run.image_size, run.image_size))
+    palette, colour_model = build.printer(cfg, device)
+    pipeline = build.photographed(ViewPipeline(renderer, bank, size), colour_model)
+    eval_pipeline = build.photographed(ViewPipeline(renderer, eval_bank, size), colour_model)
+    names = build.victim_names(cfg, victim)
+    protocol = None
+    if cfg.get("evaluation") is not None and cfg.evaluation.enabled:
+        protocol, names = kind.protocol(cfg, ProtocolInputs(victim, names, eval_pipeline, (renderer, eval_bank, size),
+                                                            patch, device))
+    return AttackParts(scene, victim, attack, patch, kind, pipeline, sampler, eval_pipeline, grid,
+                       (palette, colour_model), build.export_options(cfg), protocol, names)
+
+
+__all__ = ["AttackParts", "attack_parts"]

@@ -1,0 +1,166 @@
+"""Finished runs: the one reader of a run folder.
+
+Every command that reads a finished run — ``evaluate``, ``export``, ``drive``, ``transfer``, the photo
+evaluation, ``resume=`` — opens it with ``open_run``: its ``config.yaml`` (with the class paths of
+earlier versions mapped to today's), its run report (``metrics.json``, any schema version this
+physattack reads) and, on demand, its rebuilt parts (``RunFolder.rebuild``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from physattack.atomic import load_torch
+from physattack.attack.objectives import OBJECTIVES
+from physattack.cli import build
+from physattack.eot import ViewPipeline
+from physattack.errors import InputError
+from physattack.run_report import RunReport, read_report
+
+RUN_FILES = ("config.yaml", "patch.pt")
+
+#: Class paths earlier versions wrote into config.yaml, and where those classes live now.
+MOVED = {"physattack.eot.drive.": "physattack.drive.", "physattack.evaluate.drive.": "physattack.drive."}
+
+
+@dataclass
+class RunFolder:
+    """A finished (or interrupted) attack run as its folder holds it."""
+
+    path: Path
+    cfg: DictConfig
+    report: RunReport | None
+
+    @property
+    def target(self) -> str | None:
+        """The target label of a targeted run, None for an untargeted one."""
+        objective = OBJECTIVES.get(self.cfg.attack.get("objective", "targeted"), OBJECTIVES["targeted"])
+        return self.cfg.attack.get("target") if objective.targeted else None
+
+    @property
+    def victim_names(self) -> list[str]:
+        names = (self.report.summary.get("victim_names") if self.report is not None else None)
+        return list(names) if names else []
+
+    def scene_and_patch(self, device="cpu"):
+        """The run's scene and its patch, with ``patch.pt`` loaded as data only."""
+        scene = build.scene(self.cfg, device)
+        patch = build.make(self.cfg.patch, scene=scene).to(device)
+        load_patch(patch, self.path / "patch.pt", device)
+        return scene, patch
+
+    def rebuild(self, device="cpu", victim_node=None) -> FinishedRun:
+        """The run's parts rebuilt from its own configuration and patch."""
+        scene, patch = self.scene_and_patch(device)
+        victim = build.victim(victim_node if victim_node is not None else self.cfg.victim, device)
+        renderer = build.make(self.cfg.renderer)
+        eval_bank = build.make(self.cfg.eot.eval_backgrounds)
+        size = (int(self.cfg.image_size), int(self.cfg.image_size))
+        palette, colour_model = build.printer(self.cfg, device)
+        pipeline = ViewPipeline(renderer, eval_bank, size)
+        with torch.no_grad():
+            adv = patch.apply(scene.texture)
+        if "model" in (self.cfg.get("printer") or {}):          # the run printed its patch: evaluate the print
+            with torch.no_grad():
+                adv = colour_model.print_patch(adv, patch.mask)
+            pipeline = build.photographed(pipeline, colour_model)
+        names = self.victim_names or build.victim_names(self.cfg, victim)
+        return FinishedRun(self, scene, victim, patch, (renderer, eval_bank, size), adv.detach(), pipeline, names,
+                           (palette, colour_model))
+
+
+@dataclass
+class FinishedRun:
+    """A run's rebuilt parts: its scene, victim and patch, the view pipeline over held-out backgrounds, and
+    its attacked texture (as printed, when the run printed it)."""
+
+    folder: RunFolder
+    scene: object
+    victim: object
+    patch: object
+    rendering: tuple              # (renderer, held-out background bank, image size)
+    adv_texture: torch.Tensor
+    eval_pipeline: object
+    victim_names: list[str]
+    printer: tuple                # (palette, colour model)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.folder.path
+
+    @property
+    def cfg(self) -> DictConfig:
+        return self.folder.cfg
+
+    @property
+    def target(self) -> str | None:
+        return self.folder.target
+
+    @property
+    def renderer(self):
+        return self.rendering[0]
+
+    @property
+    def eval_bank(self):
+        return self.rendering[1]
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        return self.rendering[2]
+
+    def plain_pipeline(self) -> ViewPipeline:
+        return ViewPipeline(self.renderer, self.eval_bank, self.image_size)
+
+
+def check_finished_run(run_dir: str | Path) -> Path:
+    """``run_dir`` holds a finished (or interrupted) attack run: its ``config.yaml`` and ``patch.pt``."""
+    run_dir = Path(str(run_dir)).expanduser()
+    for name in RUN_FILES:
+        if not (run_dir / name).is_file():
+            raise InputError(f"{run_dir} has no {name}; give run_dir= the output folder of a finished "
+                             "`python -m physattack` run (outputs/<date>/<time>).")
+    return run_dir
+
+
+def check_run_dir(cfg: DictConfig) -> None:
+    """A command's ``run_dir=`` is given and holds a finished run, before any folder is made inside it."""
+    if OmegaConf.is_missing(cfg, "run_dir"):
+        raise InputError("Give run_dir= the output folder of a finished `python -m physattack` run "
+                         "(outputs/<date>/<time>).")
+    check_finished_run(cfg.run_dir)
+
+
+def read_config(path: Path) -> DictConfig:
+    """A run's ``config.yaml``, with the class paths of earlier versions (``MOVED``) mapped to today's."""
+    try:
+        text = path.read_text()
+        for old, new in MOVED.items():
+            text = text.replace(old, new)
+        return OmegaConf.create(text)
+    except Exception as e:
+        raise InputError(f"{path} is not a readable config ({str(e).splitlines()[0]}).") from None
+
+
+def open_run(run_dir: str | Path, need_patch: bool = True) -> RunFolder:
+    """The finished run in ``run_dir``: its configuration and its report. ``need_patch=False`` opens a run
+    that has no ``patch.pt`` yet (a checkpoint to resume from)."""
+    path = check_finished_run(run_dir) if need_patch else Path(str(run_dir)).expanduser()
+    return RunFolder(path, read_config(path / "config.yaml"), read_report(path))
+
+
+def load_patch(patch, path: Path, device="cpu") -> None:
+    """Load ``patch.pt`` (data only) into ``patch``; one sentence when it does not fit."""
+    state = load_torch(path, "patch file", map_location=device)
+    try:
+        patch.load_state_dict(state["patch"] if isinstance(state, dict) and "patch" in state else state)
+    except (RuntimeError, KeyError, TypeError, AttributeError) as e:
+        raise InputError(f"{path} does not fit the patch its config.yaml builds; was the run folder edited? "
+                         f"({str(e).strip().splitlines()[0]})") from None
+
+
+__all__ = ["FinishedRun", "MOVED", "RunFolder", "check_finished_run", "check_run_dir", "load_patch", "open_run",
+           "read_config"]
