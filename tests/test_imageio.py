@@ -104,7 +104,7 @@ def test_exif_orientation_is_applied_as_opencv_does(tmp_path):
 
 def test_every_user_image_reader_refuses_a_truncated_file_with_its_parts_error(tmp_path):
     from physattack.eot import BackgroundBank
-    from physattack.evaluate.photos import PhotoError, read_photo
+    from physattack.cli.photos import PhotoError, read_photo
     from physattack.patch import PatchError, mask_from_png
     from physattack.printing.calibrate import CalibrationError, fit_photo
     from physattack.printing.export import ExportError, read_png_rgba
