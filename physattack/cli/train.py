@@ -22,7 +22,9 @@ from typing import Callable
 import torch
 
 from physattack.cli.allocator import keep_freed_memory
-from physattack.cli.door import did_you_mean, entry, parse_options, path_of, plain_help, wants_help
+from physattack.cli import build
+from physattack.cli.door import (compose_checked, did_you_mean, entry, parse_options, path_of, plain_help,
+                                  wants_help)
 from physattack.cli.rundir import ensure_writable, weights_target
 from physattack.errors import InputError, check_range
 from physattack.train.classifier import SignNetTraining, train_signnet
@@ -200,6 +202,19 @@ def _arg_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+def training_world():
+    """The attack's renderer, view sampler, background banks and grid, built from the same configs an attack
+    composes (``conf/renderer``, ``conf/eot``), for the training commands (``physattack.train.world``)."""
+    from physattack.train.world import TrainingWorld
+
+    cfg = compose_checked("config", ["+scene=stop_sign"])
+    backgrounds, eval_backgrounds = build.make(cfg.eot.backgrounds), build.make(cfg.eot.eval_backgrounds)
+    return TrainingWorld(renderer=build.make(cfg.renderer),
+                         sampler=build.make(cfg.eot.sampler, background_count=len(backgrounds), _convert_="all"),
+                         backgrounds=backgrounds, eval_backgrounds=eval_backgrounds,
+                         grid=build.make(cfg.eot.grid, background_count=len(eval_backgrounds), _convert_="all"))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv:
@@ -238,12 +253,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stop-sign detection rate on the attack's held-out frame grid: {meta['grid_detection_rate_stop']:.3f}")
     elif name == "zoo":
         torch.set_num_threads(cmd.threads)
-        model, meta = train_member(cmd)
+        model, meta = train_member(cmd, training_world())
         for key, what in (("heldout", "held-out"), ("heldout_hard", "hard held-out")):
             print(f"{what} top-1: {meta[key + '_top1']:.4f} over {meta[key + '_views']} renders; per class: "
                   + ", ".join(f"{lab} {a:.3f}" for lab, a in meta[key + "_per_class"].items()))
     else:
-        model, meta = train_signnet(cmd)
+        model, meta = train_signnet(cmd, training_world())
         print(f"held-out top-1: {meta['heldout_top1']:.4f} over {meta['heldout_views']} renders; per class: "
               + ", ".join(f"{lab} {a:.3f}" for lab, a in meta["heldout_per_class"].items()))
     meta = {"command": " ".join([PROG, *map(shlex.quote, argv)]), **meta}

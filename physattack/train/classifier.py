@@ -7,7 +7,7 @@ evaluation grid, so its accuracy is measured on backgrounds and lighting the net
 
 From Python::
 
-    model, meta = train_signnet(SignNetTraining(per_class=1200, epochs=10))
+    model, meta = train_signnet(SignNetTraining(per_class=1200, epochs=10), training_world())   # physattack.cli.train.training_world
     save_weights("signnet.safetensors", model, meta)
 """
 
@@ -20,12 +20,12 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from physattack.eot import LIGHTING_PRESETS, BackgroundBank, SceneParams, ViewPipeline, ViewSampler
+from physattack.eot import LIGHTING_PRESETS, BackgroundBank, SceneParams, ViewPipeline
 from physattack.eot.grid import preset_lights
 from physattack.errors import InputError, check_range
-from physattack.render import Renderer
 from physattack.scene import load_scene
 from physattack.scene.signs import SIGNS
+from physattack.train.world import TrainingWorld, ViewSource
 from physattack.victims.signnet import SignNet
 
 HELDOUT_BACKGROUND_SEED = 7777
@@ -71,11 +71,12 @@ class SignNetTraining:
 
 
 @torch.no_grad()
-def render_set(scene_names: list[str], per_class: int, sampler: ViewSampler, bank: BackgroundBank,
-               generator: torch.Generator, image_size: int, presets: bool = False,
-               desc: str = "render") -> tuple[torch.Tensor, torch.Tensor]:
-    """Render ``per_class`` views of each scene; uint8 images N×3×S×S and labels N."""
-    pipe = ViewPipeline(Renderer(), bank, (image_size, image_size), object_width_m=0.75)
+def render_set(scene_names: list[str], per_class: int, source: ViewSource, generator: torch.Generator,
+               image_size: int, presets: bool = False, desc: str = "render") -> tuple[torch.Tensor, torch.Tensor]:
+    """Render ``per_class`` views of each scene, drawn by ``source.sampler`` over ``source.bank``; uint8 images
+    N×3×S×S and labels N."""
+    sampler = source.sampler
+    pipe = ViewPipeline(source.renderer, source.bank, (image_size, image_size), object_width_m=0.75)
     images, labels = [], []
     bar = tqdm(total=per_class * len(scene_names), desc=desc, unit="view")
     for label, name in enumerate(scene_names):
@@ -110,23 +111,24 @@ def evaluate(model: SignNet, images: torch.Tensor, labels: torch.Tensor) -> tupl
     return float((pred == labels).float().mean()), per_class
 
 
-def train_signnet(options: SignNetTraining | None = None) -> tuple[SignNet, dict]:
-    """Render the training and held-out sets, train SignNet, and measure it on the held-out set.
+def train_signnet(options: SignNetTraining, world: TrainingWorld) -> tuple[SignNet, dict]:
+    """Render the training and held-out sets (``world``: the attack's renderer, sampler and training
+    backgrounds), train SignNet, and measure it on the held-out set.
 
     Returns the trained network (eval mode) and its metadata: labels, scenes, shape, held-out
     top-1 accuracy (overall and per class) and the training configuration, as ``signnet.json`` holds.
     """
-    cfg = options or SignNetTraining()
+    cfg = options
     torch.manual_seed(cfg.seed)
     names = list(SIGNS)
     labels = [SIGNS[n].class_name for n in names]
-    sampler = ViewSampler()
+    sampler = world.sampler
     t0 = time.time()
-    train_x, train_y = render_set(names, cfg.per_class, sampler, BackgroundBank(sampler.background_count, seed=0),
+    train_x, train_y = render_set(names, cfg.per_class, ViewSource(world.renderer, sampler, world.backgrounds),
                                   torch.Generator().manual_seed(cfg.seed), cfg.image_size, desc="train renders")
     test_bank = BackgroundBank(24, seed=HELDOUT_BACKGROUND_SEED)
     test_sampler = replace(sampler, background_count=len(test_bank))
-    test_x, test_y = render_set(names, cfg.test_per_class, test_sampler, test_bank,
+    test_x, test_y = render_set(names, cfg.test_per_class, ViewSource(world.renderer, test_sampler, test_bank),
                                 torch.Generator().manual_seed(cfg.seed + 10_000), cfg.image_size, presets=True,
                                 desc="held-out renders")
 

@@ -15,7 +15,7 @@ and the lighting presets, as SignNet) and on hard held-out views, whatever it wa
 
 From Python::
 
-    victim, meta = train_member(ZooTraining(arch="resnet10t", per_class=600, epochs=6))
+    victim, meta = train_member(ZooTraining(arch="resnet10t", per_class=600, epochs=6), training_world())   # physattack.cli.train.training_world
     save_member("assets/zoo_resnet10t.safetensors", victim, meta)
 """
 
@@ -39,6 +39,7 @@ from physattack.eot import LIGHTING_PRESETS, BackgroundBank, ViewSampler
 from physattack.errors import InputError, check_choice, check_interval, check_range
 from physattack.scene.signs import SIGNS
 from physattack.train.classifier import HELDOUT_BACKGROUND_SEED, check_batch_fits, render_set
+from physattack.train.world import TrainingWorld, ViewSource
 from physattack.victims.timm import TimmClassifier, load_timm_classifier
 
 #: Normalizations a member may use: timm's ImageNet statistics, or a plain shift to [-1, 1].
@@ -326,36 +327,37 @@ def stored_state(victim: TimmClassifier, storage: str) -> dict[str, Tensor]:
     return state
 
 
-def train_member(options: ZooTraining | None = None) -> tuple[TimmClassifier, dict]:
+def train_member(options: ZooTraining, world: TrainingWorld) -> tuple[TimmClassifier, dict]:
     """Render the training and held-out sets, train the member, and measure it on the normal and the
-    hard held-out views. Returns the trained victim (frozen; its weights rounded to ``storage``, so it
+    hard held-out views (``world``: the attack's renderer, sampler and training backgrounds). Returns the trained victim (frozen; its weights rounded to ``storage``, so it
     is exactly what loads back) and its metadata: labels, the ``victim=timm`` options, held-out top-1
     (overall and per class) on both sets, and the training configuration."""
-    cfg = options or ZooTraining()
+    cfg = options
     torch.manual_seed(cfg.seed)
     victim = build_member(cfg)                     # an unknown arch or bad model_kwargs fail before rendering
     t0 = time.time()
     names = list(SIGNS)
-    sampler = ViewSampler()
+    sampler, renderer = world.sampler, world.renderer
     g = torch.Generator().manual_seed(cfg.seed)
-    easy_x, easy_y = render_set(names, cfg.per_class - cfg.hard_per_class, sampler,
-                                BackgroundBank(sampler.background_count, seed=0), g, cfg.image_size,
+    easy_x, easy_y = render_set(names, cfg.per_class - cfg.hard_per_class,
+                                ViewSource(renderer, sampler, world.backgrounds), g, cfg.image_size,
                                 desc="train renders")
     hard_bank = HardBackgroundBank(sampler.background_count, seed=HARD_BACKGROUND_SEED)
     hard = hard_sampler(sampler, cfg.hard_distance_m, cfg.hard_frame, len(hard_bank))
     parts = [(easy_x, easy_y)]
     if cfg.hard_per_class:
-        parts.append(render_set(names, cfg.hard_per_class, hard, hard_bank, g, cfg.image_size,
+        parts.append(render_set(names, cfg.hard_per_class, ViewSource(renderer, hard, hard_bank), g, cfg.image_size,
                                 desc="hard train renders"))
     train_x, train_y = (torch.cat(t) for t in zip(*parts))
 
     test_bank = BackgroundBank(24, seed=HELDOUT_BACKGROUND_SEED)
-    test_x, test_y = render_set(names, cfg.test_per_class, replace(sampler, background_count=len(test_bank)),
-                                test_bank, torch.Generator().manual_seed(cfg.seed + 10_000), cfg.image_size,
+    test_x, test_y = render_set(names, cfg.test_per_class,
+                                ViewSource(renderer, replace(sampler, background_count=len(test_bank)), test_bank),
+                                torch.Generator().manual_seed(cfg.seed + 10_000), cfg.image_size,
                                 presets=True, desc="held-out renders")
     hard_test_bank = HardBackgroundBank(24, seed=HELDOUT_HARD_BACKGROUND_SEED)
     hard_test = hard_sampler(sampler, cfg.hard_distance_m, cfg.hard_frame, len(hard_test_bank))
-    hard_x, hard_y = render_set(names, cfg.test_per_class, hard_test, hard_test_bank,
+    hard_x, hard_y = render_set(names, cfg.test_per_class, ViewSource(renderer, hard_test, hard_test_bank),
                                 torch.Generator().manual_seed(cfg.seed + 20_000), cfg.image_size, presets=True,
                                 desc="hard held-out renders")
 

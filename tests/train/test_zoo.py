@@ -18,6 +18,7 @@ from physattack.cli.train import main  # noqa: E402
 from physattack.eot import BackgroundBank  # noqa: E402
 from physattack.train.zoo import (HardBackgroundBank, ZooTraining, augment, save_member,  # noqa: E402
                                   train_member, victim_config)
+from physattack.cli.train import training_world  # noqa: E402
 from physattack.victims.signnet import default_weights  # noqa: E402
 
 ARCH = "mobilenetv3_small_050"      # timm's smallest MobileNetV3: a tiny member trains in seconds
@@ -29,7 +30,7 @@ CONF = Path(__file__).resolve().parents[2] / "conf" / "victim"
 @pytest.fixture(scope="module")
 def member():
     torch.set_num_threads(1)
-    return train_member(ZooTraining(**TINY))
+    return train_member(ZooTraining(**TINY), training_world())
 
 
 def test_a_trained_member_loads_back_through_its_victim_config_with_identical_logits(member, tmp_path):
