@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from physattack.atomic import load_torch, save_torch
 from physattack.config import RunConfig
-from physattack.errors import InputError, check_range
+from physattack.errors import InputError
 from physattack.attack.mask_search import search_sticker_mask
 from physattack.attack.objectives import DETECTOR_OBJECTIVES, DETECTOR_ONLY, OBJECTIVES, Objective, backward
 from physattack.patch.base import Patch
@@ -155,17 +155,15 @@ class EOTAttack:
             raise AttackError("A targeted attack needs attack.target, the label to aim for (e.g. yield).")
         if lr_schedule not in {"cosine", "constant"}:
             raise AttackError(f"attack.lr_schedule must be cosine or constant, not '{lr_schedule}'.")
-        steps = check_range("attack.steps", steps, 1, integer=True, why="optimizer steps", error=AttackError)
-        batch_size = check_range("attack.batch_size", batch_size, 1, integer=True, why="views per step",
-                                 error=AttackError)
-        check_range("attack.lr", lr, 0, lo_open=True, why="Adam's learning rate", error=AttackError)
-        check_range("attack.nps_weight", nps_weight, 0, error=AttackError)
-        check_range("attack.tv_weight", tv_weight, 0, error=AttackError)
-        check_range("attack.ema", ema, 0, 1, hi_open=True, why="the running success's smoothing", error=AttackError)
-        checkpoint_every = check_range("attack.checkpoint_every", checkpoint_every, 0, integer=True,
-                                       why="steps between checkpoints; 0 saves only at the end", error=AttackError)
-        mask_search_steps = check_range("attack.mask_search_steps", mask_search_steps, 0, integer=True,
-                                        error=AttackError)
+        steps = AttackError.check_range("attack.steps", steps, 1, integer=True, why="optimizer steps")
+        batch_size = AttackError.check_range("attack.batch_size", batch_size, 1, integer=True, why="views per step")
+        AttackError.check_range("attack.lr", lr, 0, lo_open=True, why="Adam's learning rate")
+        AttackError.check_range("attack.nps_weight", nps_weight, 0)
+        AttackError.check_range("attack.tv_weight", tv_weight, 0)
+        AttackError.check_range("attack.ema", ema, 0, 1, hi_open=True, why="the running success's smoothing")
+        checkpoint_every = AttackError.check_range("attack.checkpoint_every", checkpoint_every, 0, integer=True,
+                                                   why="steps between checkpoints; 0 saves only at the end")
+        mask_search_steps = AttackError.check_range("attack.mask_search_steps", mask_search_steps, 0, integer=True)
         self.objective, self.target, self.steps, self.batch_size = objective, target, steps, batch_size
         self.lr, self.lr_schedule, self.nps_weight, self.tv_weight = lr, lr_schedule, nps_weight, tv_weight
         self.checkpoint_every, self.ema, self.mask_search_steps = checkpoint_every, ema, mask_search_steps
