@@ -20,9 +20,7 @@ class InputError(ValueError):
     The ``check_*`` class methods test one value and raise the class they are called on, so that a
     part's own kind of error names what failed: ``PatchError.check_range("patch.eps", eps, 0, 1)``
     raises a PatchError. The module's ``check_range``, ``check_interval``, ``check_choice`` and
-    ``check_values`` are the plain InputError's. One sentence per bad value, naming the key as a
-    config writes it ("eot.grid.frame") and its valid range, so that constructors check their own
-    numbers and Python callers get the same sentence.
+    ``check_values`` are the plain InputError's. Their sentences: see "range checks" below.
     """
 
     @classmethod
@@ -181,7 +179,8 @@ def report_input_errors(reraise_if: Callable[[], bool] | None = None):
 
 
 # ----------------------------------------------------------------------------- range checks
-# How InputError's checks word a value and its bounds.
+# One sentence per bad value, naming the key as a config writes it ("eot.grid.frame") and its valid
+# range, so that constructors check their own numbers and Python callers get the same sentence.
 
 
 def _show(value) -> str:
