@@ -104,7 +104,8 @@ def export_options(cfg: DictConfig, **override):
 
 def export_patch(out, *, scene, patch, palette, colour_model, options, source: dict, overwrite: bool = False) -> dict:
     """The print bundle of ``patch`` on ``scene`` (``physattack.printing.export.export_patch``)."""
-    from physattack.printing.export import PrintColours, export_patch as export
+    from physattack.printing.export import PrintColours
+    from physattack.printing.export import export_patch as export
 
     with torch.no_grad():
         texture = patch.apply(scene.texture)
