@@ -12,7 +12,104 @@ from collections.abc import Iterable
 
 
 class InputError(ValueError):
-    """Bad input (a file, a configuration value, a label); the message says what to do."""
+    """Bad input (a file, a configuration value, a label); the message says what to do.
+
+    The ``check_*`` class methods test one value and raise the class they are called on, so that a
+    part's own kind of error names what failed: ``PatchError.check_range("patch.eps", eps, 0, 1)``
+    raises a PatchError. The module's ``check_range``, ``check_interval``, ``check_choice`` and
+    ``check_values`` are the plain InputError's. Their sentences: see "range checks" below.
+    """
+
+    @classmethod
+    def check_range(cls, name: str, value, lo: float | None = None, hi: float | None = None, *,
+                    lo_open: bool = False, hi_open: bool = False, integer: bool = False, why: str = ""):
+        """``value`` as a finite number within the bounds, or this error in one sentence naming ``name``.
+
+        >>> check_range("eot.grid.sensor_focal_px", 0, 0, lo_open=True, why="the camera's focal length in pixels")
+        Traceback (most recent call last):
+        ...
+        physattack.errors.InputError: eot.grid.sensor_focal_px must be > 0 (the camera's focal length in pixels); got 0.
+        """
+        if not _is_number(value, integer) or not _inside(float(value), lo, hi, lo_open, hi_open):
+            bounds = _bounds(lo, hi, lo_open, hi_open)
+            if integer:
+                kind = "an integer"
+            elif not bounds:
+                kind = "a finite number"
+            elif not _is_number(value, False):
+                kind = "a number"
+            else:
+                kind = ""                                    # a number out of range: "must be in (0, 1]"
+            must = f"{kind} {bounds}".strip()
+            raise cls(f"{name} must be {must}{_why(why)}; got {_show(value)}.")
+        return int(value) if integer else value
+
+    @classmethod
+    def check_interval(cls, name: str, pair, lo: float | None = None, hi: float | None = None, *,
+                       lo_open: bool = False, hi_open: bool = False, why: str = "") -> tuple[float, float]:
+        """``pair`` as a ``(min, max)`` tuple with min <= max, both within the bounds, or this error.
+
+        >>> check_interval("eot.sampler.distance_m", [25, 3], 0, lo_open=True)
+        Traceback (most recent call last):
+        ...
+        physattack.errors.InputError: eot.sampler.distance_m must be [min, max] with 0 < min <= max; got [25, 3].
+        """
+        low = "" if lo is None else f"{_show(lo)} {'<' if lo_open else '<='} "
+        high = "" if hi is None else f" {'<' if hi_open else '<='} {_show(hi)}"
+        must = f"[min, max] with {low}min <= max{high}"
+        try:
+            a, b = pair
+        except (TypeError, ValueError):
+            raise cls(f"{name} must be {must}{_why(why)}; got {_show(pair)}.") from None
+        if not (_is_number(a, False) and _is_number(b, False) and _inside(float(a), lo, hi, lo_open, hi_open)
+                and _inside(float(b), lo, hi, lo_open, hi_open) and a <= b):
+            raise cls(f"{name} must be {must}{_why(why)}; got {_show(pair)}.")
+        return a, b
+
+    @classmethod
+    def check_choice(cls, name: str, value, choices):
+        """``value`` if it is one of ``choices``, or this error in one sentence with the closest choice.
+
+        >>> check_choice("augment", "shfit", ["none", "shift"])
+        Traceback (most recent call last):
+        ...
+        physattack.errors.InputError: augment must be one of none, shift (did you mean shift?); got 'shfit'.
+        """
+        import difflib
+
+        if value not in choices:
+            close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise cls(f"{name} must be one of {', '.join(map(str, choices))}{hint}; got {value!r}.")
+        return value
+
+    @classmethod
+    def check_values(cls, name: str, values, lo: float | None = None, hi: float | None = None, *,
+                     lo_open: bool = False, hi_open: bool = False, integer: bool = False, why: str = "") -> list:
+        """``values`` as a non-empty list of numbers, each within the bounds, or this error.
+
+        >>> check_values("eot.grid.distance_m", [4, -1], 0, lo_open=True, why="metres")
+        Traceback (most recent call last):
+        ...
+        physattack.errors.InputError: eot.grid.distance_m must be a non-empty list of numbers > 0 (metres); got [4, -1].
+        """
+        kind = "integers" if integer else "numbers"
+        bounds = _bounds(lo, hi, lo_open, hi_open)
+        must = f"a non-empty list of {kind}" + (f" {bounds}" if bounds else "")
+        if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+            raise cls(f"{name} must be {must}{_why(why)}; got {_show(values)}.")
+        values = list(values)
+        if not values or not all(_is_number(v, integer) and _inside(float(v), lo, hi, lo_open, hi_open)
+                                 for v in values):
+            raise cls(f"{name} must be {must}{_why(why)}; got {_show(values)}.")
+        return [int(v) for v in values] if integer else values
+
+
+# The plain InputError's checks, for parts without a kind of error of their own.
+check_range = InputError.check_range
+check_interval = InputError.check_interval
+check_choice = InputError.check_choice
+check_values = InputError.check_values
 
 
 class WriteError(RuntimeError):
@@ -102,88 +199,3 @@ def _inside(value: float, lo, hi, lo_open: bool, hi_open: bool) -> bool:
     if lo is not None and (value <= lo if lo_open else value < lo):
         return False
     return not (hi is not None and (value >= hi if hi_open else value > hi))
-
-
-def check_range(name: str, value, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
-                hi_open: bool = False, integer: bool = False, why: str = "",
-                error: type[InputError] = InputError):
-    """``value`` as a finite number within the bounds, or ``error`` with one sentence naming ``name``.
-
-    >>> check_range("eot.grid.sensor_focal_px", 0, 0, lo_open=True, why="the camera's focal length in pixels")
-    Traceback (most recent call last):
-    ...
-    physattack.errors.InputError: eot.grid.sensor_focal_px must be > 0 (the camera's focal length in pixels); got 0.
-    """
-    if not _is_number(value, integer) or not _inside(float(value), lo, hi, lo_open, hi_open):
-        bounds = _bounds(lo, hi, lo_open, hi_open)
-        if integer:
-            kind = "an integer"
-        elif not bounds:
-            kind = "a finite number"
-        elif not _is_number(value, False):
-            kind = "a number"
-        else:
-            kind = ""                                    # a number out of range: "must be in (0, 1]"
-        must = f"{kind} {bounds}".strip()
-        raise error(f"{name} must be {must}{_why(why)}; got {_show(value)}.")
-    return int(value) if integer else value
-
-
-def check_interval(name: str, pair, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
-                   hi_open: bool = False, why: str = "", error: type[InputError] = InputError) -> tuple[float, float]:
-    """``pair`` as a ``(min, max)`` tuple with min <= max, both within the bounds, or ``error``.
-
-    >>> check_interval("eot.sampler.distance_m", [25, 3], 0, lo_open=True)
-    Traceback (most recent call last):
-    ...
-    physattack.errors.InputError: eot.sampler.distance_m must be [min, max] with 0 < min <= max; got [25, 3].
-    """
-    low = "" if lo is None else f"{_show(lo)} {'<' if lo_open else '<='} "
-    high = "" if hi is None else f" {'<' if hi_open else '<='} {_show(hi)}"
-    must = f"[min, max] with {low}min <= max{high}"
-    try:
-        a, b = pair
-    except (TypeError, ValueError):
-        raise error(f"{name} must be {must}{_why(why)}; got {_show(pair)}.") from None
-    if not (_is_number(a, False) and _is_number(b, False) and _inside(float(a), lo, hi, lo_open, hi_open)
-            and _inside(float(b), lo, hi, lo_open, hi_open) and a <= b):
-        raise error(f"{name} must be {must}{_why(why)}; got {_show(pair)}.")
-    return a, b
-
-
-def check_choice(name: str, value, choices, *, error: type[InputError] = InputError):
-    """``value`` if it is one of ``choices``, or ``error`` with one sentence and the closest choice.
-
-    >>> check_choice("augment", "shfit", ["none", "shift"])
-    Traceback (most recent call last):
-    ...
-    physattack.errors.InputError: augment must be one of none, shift (did you mean shift?); got 'shfit'.
-    """
-    import difflib
-
-    if value not in choices:
-        close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise error(f"{name} must be one of {', '.join(map(str, choices))}{hint}; got {value!r}.")
-    return value
-
-
-def check_values(name: str, values, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
-                 hi_open: bool = False, integer: bool = False, why: str = "",
-                 error: type[InputError] = InputError) -> list:
-    """``values`` as a non-empty list of numbers, each within the bounds, or ``error``.
-
-    >>> check_values("eot.grid.distance_m", [4, -1], 0, lo_open=True, why="metres")
-    Traceback (most recent call last):
-    ...
-    physattack.errors.InputError: eot.grid.distance_m must be a non-empty list of numbers > 0 (metres); got [4, -1].
-    """
-    kind = "integers" if integer else "numbers"
-    bounds = _bounds(lo, hi, lo_open, hi_open)
-    must = f"a non-empty list of {kind}" + (f" {bounds}" if bounds else "")
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise error(f"{name} must be {must}{_why(why)}; got {_show(values)}.")
-    values = list(values)
-    if not values or not all(_is_number(v, integer) and _inside(float(v), lo, hi, lo_open, hi_open) for v in values):
-        raise error(f"{name} must be {must}{_why(why)}; got {_show(values)}.")
-    return [int(v) for v in values] if integer else values

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,11 @@ class NullTracker:
         pass
 
 
+@dataclass(eq=False)
 class WandbTracker(NullTracker):
-    """A W&B run. ``mode="offline"`` (default) writes under ``dir`` for a later ``wandb sync``;
-    ``"online"`` needs an API key; ``"disabled"`` writes nothing.
+    """A W&B run, started when the tracker is made from its settings (``conf/logger/wandb.yaml``, and
+    ``dir``, ``run_config`` and ``resume_id`` from the command). ``mode="offline"`` (default) writes
+    under ``dir`` for a later ``wandb sync``; ``"online"`` needs an API key; ``"disabled"`` writes nothing.
 
     Args:
         project, entity, group, name, tags: as in ``wandb.init``.
@@ -50,28 +53,38 @@ class WandbTracker(NullTracker):
         dir: where the ``wandb/`` folder goes (the run directory).
         run_config: the resolved run configuration.
         resume_id: continue this W&B run (used when resuming from a checkpoint).
+        init_timeout_s: online, seconds to wait for the W&B server.
     """
 
-    def __init__(self, project: str = "physattack", mode: str = "offline", entity: str | None = None,
-                 group: str | None = None, name: str | None = None, tags: list[str] | None = None,
-                 dir: str | Path = ".", run_config: dict | None = None, resume_id: str | None = None,
-                 init_timeout_s: float = 30.0):
+    project: str = "physattack"
+    mode: str = "offline"
+    entity: str | None = None
+    group: str | None = None
+    name: str | None = None
+    tags: list[str] | None = None
+    dir: str | Path = "."
+    run_config: dict | None = field(default=None, repr=False)
+    resume_id: str | None = None
+    init_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
         import wandb
 
-        if mode not in {"offline", "online", "disabled"}:
-            raise InputError(f"logger.mode must be offline, online or disabled, not '{mode}'.")
-        if mode == "online" and not _has_api_key():
+        if self.mode not in {"offline", "online", "disabled"}:
+            raise InputError(f"logger.mode must be offline, online or disabled, not '{self.mode}'.")
+        if self.mode == "online" and not _has_api_key():
             raise InputError("logger.mode=online needs a W&B API key: run `wandb login` or set WANDB_API_KEY, or keep "
                              "logger.mode=offline and `wandb sync` the run's wandb/ folder later.")
-        check_range("logger.init_timeout_s", init_timeout_s, 0, lo_open=True, why="seconds to wait for the W&B server")
+        check_range("logger.init_timeout_s", self.init_timeout_s, 0, lo_open=True,
+                    why="seconds to wait for the W&B server")
         self._wandb = wandb
         try:
-            self.run = wandb.init(project=project, entity=entity, group=group, name=name, tags=list(tags or []),
-                                  mode=mode, dir=str(dir), config=run_config, id=resume_id,
-                                  resume="allow" if resume_id else None,
-                                  settings=wandb.Settings(silent=True, init_timeout=float(init_timeout_s)))
+            self.run = wandb.init(project=self.project, entity=self.entity, group=self.group, name=self.name,
+                                  tags=list(self.tags or []), mode=self.mode, dir=str(self.dir), config=self.run_config,
+                                  id=self.resume_id, resume="allow" if self.resume_id else None,
+                                  settings=wandb.Settings(silent=True, init_timeout=float(self.init_timeout_s)))
         except (wandb.errors.CommError, wandb.errors.AuthenticationError) as e:
-            raise InputError(f"logger.mode=online could not reach the W&B server within {init_timeout_s:g} s "
+            raise InputError(f"logger.mode=online could not reach the W&B server within {self.init_timeout_s:g} s "
                              f"({_first_line(e)}); check the network, or run with logger.mode=offline and "
                              "`wandb sync` the run's wandb/ folder later.") from None
         except ValueError as e:             # pydantic's ValidationError: a WANDB_* variable W&B cannot take

@@ -26,8 +26,8 @@ from tqdm import tqdm
 
 from physattack.atomic import load_torch, save_torch
 from physattack.config import RunConfig
-from physattack.errors import InputError, check_range
-from physattack.attack.mask_search import search_sticker_mask
+from physattack.errors import InputError
+from physattack.attack.mask_search import MaskSearch, search_sticker_mask
 from physattack.attack.objectives import DETECTOR_OBJECTIVES, DETECTOR_ONLY, OBJECTIVES, Objective, backward
 from physattack.patch.base import Patch
 from physattack.patch.placement import PlacementError, place_stickers, sticker_pieces, texels_per_mm
@@ -126,8 +126,12 @@ class _Loop:
     members: list[Member] | None = None
 
 
+@dataclass(eq=False)
 class EOTAttack:
     """Expectation-over-transformation patch optimization (Athalye et al. 2018; RP2, Eykholt et al. 2018).
+
+    The attack is its settings (``conf/attack/*.yaml`` names them; each is checked when the attack is
+    made) and the loop that runs on them.
 
     Args:
         objective: ``targeted`` (towards ``target``) or ``untargeted`` (away from the scene's class).
@@ -145,33 +149,40 @@ class EOTAttack:
             through the warp. Draws come from the run's generator, after the views'.
     """
 
-    def __init__(self, objective: str = "targeted", target: str | None = "yield", steps: int = 200,
-                 batch_size: int = 24, lr: float = 0.1, lr_schedule: str = "cosine", nps_weight: float = 0.05,
-                 tv_weight: float = 0.5, checkpoint_every: int = 50, ema: float = 0.9,
-                 mask_search_steps: int = 40, placement: PlacementError | dict | None = None):
-        if objective not in OBJECTIVES:
-            raise AttackError(f"Unknown objective '{objective}'; choose one of {sorted(OBJECTIVES)}.")
-        if OBJECTIVES[objective].targeted and not target:
+    objective: str = "targeted"
+    target: str | None = "yield"
+    steps: int = 200
+    batch_size: int = 24
+    lr: float = 0.1
+    lr_schedule: str = "cosine"
+    nps_weight: float = 0.05
+    tv_weight: float = 0.5
+    checkpoint_every: int = 50
+    ema: float = 0.9
+    mask_search_steps: int = 40
+    placement: PlacementError | dict | None = None
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise AttackError(f"Unknown objective '{self.objective}'; choose one of {sorted(OBJECTIVES)}.")
+        if OBJECTIVES[self.objective].targeted and not self.target:
             raise AttackError("A targeted attack needs attack.target, the label to aim for (e.g. yield).")
-        if lr_schedule not in {"cosine", "constant"}:
-            raise AttackError(f"attack.lr_schedule must be cosine or constant, not '{lr_schedule}'.")
-        steps = check_range("attack.steps", steps, 1, integer=True, why="optimizer steps", error=AttackError)
-        batch_size = check_range("attack.batch_size", batch_size, 1, integer=True, why="views per step",
-                                 error=AttackError)
-        check_range("attack.lr", lr, 0, lo_open=True, why="Adam's learning rate", error=AttackError)
-        check_range("attack.nps_weight", nps_weight, 0, error=AttackError)
-        check_range("attack.tv_weight", tv_weight, 0, error=AttackError)
-        check_range("attack.ema", ema, 0, 1, hi_open=True, why="the running success's smoothing", error=AttackError)
-        checkpoint_every = check_range("attack.checkpoint_every", checkpoint_every, 0, integer=True,
-                                       why="steps between checkpoints; 0 saves only at the end", error=AttackError)
-        mask_search_steps = check_range("attack.mask_search_steps", mask_search_steps, 0, integer=True,
-                                        error=AttackError)
-        self.objective, self.target, self.steps, self.batch_size = objective, target, steps, batch_size
-        self.lr, self.lr_schedule, self.nps_weight, self.tv_weight = lr, lr_schedule, nps_weight, tv_weight
-        self.checkpoint_every, self.ema, self.mask_search_steps = checkpoint_every, ema, mask_search_steps
-        if placement is not None and not isinstance(placement, PlacementError):
-            placement = PlacementError(**dict(placement))
-        self.placement = placement
+        if self.lr_schedule not in {"cosine", "constant"}:
+            raise AttackError(f"attack.lr_schedule must be cosine or constant, not '{self.lr_schedule}'.")
+        self.steps = AttackError.check_range("attack.steps", self.steps, 1, integer=True, why="optimizer steps")
+        self.batch_size = AttackError.check_range("attack.batch_size", self.batch_size, 1, integer=True,
+                                                  why="views per step")
+        AttackError.check_range("attack.lr", self.lr, 0, lo_open=True, why="Adam's learning rate")
+        AttackError.check_range("attack.nps_weight", self.nps_weight, 0)
+        AttackError.check_range("attack.tv_weight", self.tv_weight, 0)
+        AttackError.check_range("attack.ema", self.ema, 0, 1, hi_open=True, why="the running success's smoothing")
+        self.checkpoint_every = AttackError.check_range("attack.checkpoint_every", self.checkpoint_every, 0,
+                                                        integer=True,
+                                                        why="steps between checkpoints; 0 saves only at the end")
+        self.mask_search_steps = AttackError.check_range("attack.mask_search_steps", self.mask_search_steps, 0,
+                                                         integer=True)
+        if self.placement is not None and not isinstance(self.placement, PlacementError):
+            self.placement = PlacementError(**dict(self.placement))
         self._stop, self._signal = False, None
 
     needs_true_label = True     # the victim must know the scene's class (not so for reprogramming)
@@ -279,8 +290,9 @@ class EOTAttack:
             patch.set_mask(search_sticker_mask(
                 scene=s.scene, pipeline=s.pipeline, sampler=s.sampler,
                 adversarial=lambda views: self._adversarial(loop, views),
-                area=patch.mask_search["area"], cell_px=patch.mask_search["cell_px"],
-                steps=self.mask_search_steps, batch_size=self.batch_size, generator=loop.generator))
+                search=MaskSearch(area=patch.mask_search["area"], cell_px=patch.mask_search["cell_px"],
+                                  steps=self.mask_search_steps, batch_size=self.batch_size),
+                generator=loop.generator))
         return LoopState(best_state=copy.deepcopy(patch.state_dict()))
 
     def _step(self, loop: _Loop, state: LoopState) -> dict:

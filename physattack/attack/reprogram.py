@@ -26,7 +26,6 @@ from torch import Tensor
 from physattack.attack.loop import AttackError, Draw, EOTAttack
 from physattack.attack.objectives import Objective
 from physattack.eot.tasks import DigitTask
-from physattack.errors import check_range
 from physattack.victims.base import remap_logits
 
 log = logging.getLogger("physattack")
@@ -59,12 +58,12 @@ class ReprogramAttack(EOTAttack):
         kwargs["target"] = kwargs.get("target") or "digits"
         kwargs.setdefault("mask_search_steps", 0)
         super().__init__(**kwargs)
-        check_range("attack.curriculum", curriculum, 0, 1, why="the share of the steps the ranges widen over",
-                    error=AttackError)
-        check_range("attack.curriculum_start", curriculum_start, 0, 1,
-                    why="the ranges' width at the first step, a share of the full width", error=AttackError)
-        classes = check_range("attack.classes", classes, 2, 10, integer=True, why="digits", error=AttackError)
-        split_seed = check_range("attack.split_seed", split_seed, 0, integer=True, error=AttackError)
+        AttackError.check_range("attack.curriculum", curriculum, 0, 1,
+                                why="the share of the steps the ranges widen over")
+        AttackError.check_range("attack.curriculum_start", curriculum_start, 0, 1,
+                                why="the ranges' width at the first step, a share of the full width")
+        classes = AttackError.check_range("attack.classes", classes, 2, 10, integer=True, why="digits")
+        split_seed = AttackError.check_range("attack.split_seed", split_seed, 0, integer=True)
         self.label_map_names, self.classes, self.window, self.split_seed = label_map, classes, window, split_seed
         self.curriculum, self.curriculum_start = curriculum, curriculum_start
         self.auto_map = isinstance(label_map, str)
@@ -72,8 +71,8 @@ class ReprogramAttack(EOTAttack):
             raise AttackError(f"attack.label_map is a list of victim labels, 'auto' or null; got '{label_map}'.")
         if self.auto_map:
             self.label_map_names = None           # the matching starts from the victim's first labels
-        self.remap_every = check_range("attack.remap_every", remap_every, 1, integer=True,
-                                       why="steps between two label matchings", error=AttackError)
+        self.remap_every = AttackError.check_range("attack.remap_every", remap_every, 1, integer=True,
+                                                   why="steps between two label matchings")
         self.task = DigitTask(classes, seed=split_seed)
         self.label_map: Tensor | None = None      # set by label(), then learned (auto) or restored on resume
         self._scores: Tensor | None = None        # auto: per digit, summed log-probability of each victim label

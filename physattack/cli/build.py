@@ -96,13 +96,14 @@ def export_options(cfg: DictConfig, **override):
 
 def export_patch(out, *, scene, patch, palette, colour_model, options, source: dict, overwrite: bool = False) -> dict:
     """The print bundle of ``patch`` on ``scene`` (``physattack.printing.export.export_patch``)."""
+    from physattack.printing.export import PrintColours
     from physattack.printing.export import export_patch as export
 
     with torch.no_grad():
         texture = patch.apply(scene.texture)
     return export(out, scene=scene, texture=texture, sticker_mask=patch.mask if patch.cut_as_stickers else None,
-                  palette_constrained=patch.palette_constrained, patch_type=type(patch).__name__, palette=palette,
-                  colour_model=colour_model, options=options, source=source, overwrite=overwrite)
+                  colours=PrintColours(palette, patch.palette_constrained, colour_model), options=options,
+                  source={"patch_type": type(patch).__name__, **source}, overwrite=overwrite)
 
 
 def photographed(pipeline, colour_model):

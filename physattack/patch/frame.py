@@ -11,7 +11,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from physattack.errors import check_range
 from physattack.patch.base import Patch, PatchError
 from physattack.scene.scene import Scene
 
@@ -28,8 +27,8 @@ class FramePatch(Patch):
     def __init__(self, mask: Tensor, cell_px: int = 8, init_scale: float = 0.0,
                  generator: torch.Generator | None = None):
         super().__init__()
-        cell_px = check_range("patch.cell_px", cell_px, 1, integer=True, why="texels per program cell", error=PatchError)
-        check_range("patch.init_scale", init_scale, 0, why="the initial program's std", error=PatchError)
+        cell_px = PatchError.check_range("patch.cell_px", cell_px, 1, integer=True, why="texels per program cell")
+        PatchError.check_range("patch.init_scale", init_scale, 0, why="the initial program's std")
         self.register_buffer("mask", (mask > 0.5).float())
         h, w = mask.shape[-2:]
         self.size, self.cell_px = (h, w), cell_px

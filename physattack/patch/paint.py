@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from physattack.errors import check_range
 from physattack.patch.base import Patch, PatchError
 from physattack.scene.scene import Scene
 
@@ -20,7 +19,7 @@ class PaintPatch(Patch):
 
     def __init__(self, face_mask: Tensor, eps: float = 16 / 255):
         super().__init__()
-        check_range("patch.eps", eps, 0, 1, lo_open=True, why="the paint's L-infinity bound", error=PatchError)
+        PatchError.check_range("patch.eps", eps, 0, 1, lo_open=True, why="the paint's L-infinity bound")
         self.register_buffer("mask", (face_mask > 0.5).float())
         self.eps = float(eps)
         self.theta = nn.Parameter(torch.zeros(3, *face_mask.shape[1:]))

@@ -26,7 +26,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from physattack.errors import check_choice, check_range
 from physattack.patch.base import Patch, PatchError
 
 #: How ``PlacementError.sample`` draws: ``uniform`` within the bounds (the shift uniform over the
@@ -93,19 +92,17 @@ class PlacementError:
     def __init__(self, shift_mm: float = 0.0, rotation_deg: float = 0.0, scale: float = 0.0,
                  colour_gain: float = 0.0, colour_offset: float = 0.0, distribution: str = "uniform",
                  key: str = "attack.placement"):
-        self.shift_mm = float(check_range(f"{key}.shift_mm", shift_mm, 0, 100,
-                                          why="how far a sticker may land from its place, millimetres",
-                                          error=PatchError))
-        self.rotation_deg = float(check_range(f"{key}.rotation_deg", rotation_deg, 0, 180,
-                                              why="how far a sticker may turn, degrees", error=PatchError))
-        self.scale = float(check_range(f"{key}.scale", scale, 0, 0.5,
-                                       why="a sticker's relative size error, 0.03 for 3 %", error=PatchError))
-        self.colour_gain = float(check_range(f"{key}.colour_gain", colour_gain, 0, 1,
-                                             why="standard deviation of the printed colour's gain", error=PatchError))
-        self.colour_offset = float(check_range(f"{key}.colour_offset", colour_offset, 0, 1,
-                                               why="standard deviation of the printed colour's offset",
-                                               error=PatchError))
-        self.distribution = check_choice(f"{key}.distribution", distribution, DISTRIBUTIONS, error=PatchError)
+        self.shift_mm = float(PatchError.check_range(f"{key}.shift_mm", shift_mm, 0, 100,
+                                                     why="how far a sticker may land from its place, millimetres"))
+        self.rotation_deg = float(PatchError.check_range(f"{key}.rotation_deg", rotation_deg, 0, 180,
+                                                         why="how far a sticker may turn, degrees"))
+        self.scale = float(PatchError.check_range(f"{key}.scale", scale, 0, 0.5,
+                                                  why="a sticker's relative size error, 0.03 for 3 %"))
+        self.colour_gain = float(PatchError.check_range(f"{key}.colour_gain", colour_gain, 0, 1,
+                                                        why="standard deviation of the printed colour's gain"))
+        self.colour_offset = float(PatchError.check_range(f"{key}.colour_offset", colour_offset, 0, 1,
+                                                          why="standard deviation of the printed colour's offset"))
+        self.distribution = PatchError.check_choice(f"{key}.distribution", distribution, DISTRIBUTIONS)
 
     def __repr__(self) -> str:
         return (f"PlacementError(shift_mm={self.shift_mm:g}, rotation_deg={self.rotation_deg:g}, scale={self.scale:g}, "

@@ -14,7 +14,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from physattack.errors import check_range, check_values
 from physattack.imageio import MAX_TEXTURE_SIDE, read_grey
 from physattack.patch.base import Patch, PatchError
 from physattack.printing.priors import load_palette
@@ -52,13 +51,13 @@ class StickerPatch(Patch):
         super().__init__()
         if mask.dim() != 3 or mask.shape[0] != 1:
             raise PatchError(f"A sticker mask must be 1×H×W, got {tuple(mask.shape)}.")
-        init_color = check_values("patch.init_color", init_color, 0, 1, why="R, G, B", error=PatchError)
+        init_color = PatchError.check_values("patch.init_color", init_color, 0, 1, why="R, G, B")
         if len(init_color) != 3:
             raise PatchError(f"patch.init_color must be three numbers (R, G, B) in [0, 1]; got {init_color}.")
         if mask_search is not None:
-            check_range("patch.area", mask_search["area"], 0, 1, lo_open=True, error=PatchError)
-            check_range("patch.cell_mm", mask_search["cell_px"], 1, integer=True,
-                        why="one sticker must be at least a texel wide", error=PatchError)
+            PatchError.check_range("patch.area", mask_search["area"], 0, 1, lo_open=True)
+            PatchError.check_range("patch.cell_mm", mask_search["cell_px"], 1, integer=True,
+                                   why="one sticker must be at least a texel wide")
         self.register_buffer("mask", (mask > 0.5).float())
         init = torch.tensor(init_color).clamp(0.02, 0.98).view(3, 1, 1)
         if palette is None:
@@ -119,9 +118,9 @@ def bars_mask(face_mask: Tensor, area: float = 0.15, width: float = 0.56,
     Bars span ``width`` of the texture's width, centred, at heights ``centers`` (share of the texture
     height from the top); their height is solved so that their area on the face is ``area``.
     """
-    check_range("patch.area", area, 0, 1, lo_open=True, why="the share of the face the bars cover", error=PatchError)
-    check_range("bars_mask width", width, 0, 1, lo_open=True, why="a share of the texture width", error=PatchError)
-    check_values("bars_mask centers", centers, 0, 1, why="shares of the texture height", error=PatchError)
+    PatchError.check_range("patch.area", area, 0, 1, lo_open=True, why="the share of the face the bars cover")
+    PatchError.check_range("bars_mask width", width, 0, 1, lo_open=True, why="a share of the texture width")
+    PatchError.check_values("bars_mask centers", centers, 0, 1, why="shares of the texture height")
     _, h, w = face_mask.shape
     x0, x1 = int(round(w * (1 - width) / 2)), int(round(w * (1 + width) / 2))
     face_px = float(face_mask.sum())
@@ -171,10 +170,8 @@ def sticker_for_scene(scene: Scene, shape: str = "search", area: float = 0.18, c
         palette: the palette file for ``colours=palette`` (None: the bundled one).
         temperature, hard_from: the palette assignment's annealing (``StickerPatch``).
     """
-    check_range("patch.area", area, 0, 1, lo_open=True, why="the share of the face the stickers cover",
-                error=PatchError)
-    check_range("patch.cell_mm", cell_mm, 0, lo_open=True, why="the side of one square sticker, in mm",
-                error=PatchError)
+    PatchError.check_range("patch.area", area, 0, 1, lo_open=True, why="the share of the face the stickers cover")
+    PatchError.check_range("patch.cell_mm", cell_mm, 0, lo_open=True, why="the side of one square sticker, in mm")
     search = None
     if mask_png:
         mask = mask_from_png(mask_png, tuple(scene.texture.shape[-2:])) * scene.face_mask

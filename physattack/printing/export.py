@@ -25,8 +25,9 @@ import math
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
@@ -37,6 +38,9 @@ from physattack.atomic import save_json, save_with
 from physattack.errors import InputError
 from physattack.imageio import read_rgba
 from physattack.printing.pages import FOOT_MM, PAPERS_MM, PageCanvas, Tile, save_pdf, tile_layout
+
+if TYPE_CHECKING:
+    from physattack.printing.colour import ColourModel
 
 MM_PER_INCH = 25.4
 MANIFEST_FORMAT = "physattack-export"
@@ -74,6 +78,41 @@ class ExportOptions:
         if self.paper != "fit" and self.paper not in PAPERS_MM:
             raise ExportError(f"Unknown paper '{self.paper}'; use one of {', '.join(PAPERS_MM)} or fit (one page the "
                               "size of the content).")
+
+
+@dataclass(frozen=True)
+class PrintArtwork:
+    """What goes on paper: a texture and where on it the face and the stickers lie.
+
+    Args:
+        texture: 3×Ht×Wt attacked texture in [0, 1], the colours to send to the printer.
+        face_mask: 1×Ht×Wt, the object's face in texture space.
+        texture_size_m: physical (width, height) the texture spans.
+        sticker_mask: 1×Ht×Wt for sticker patches (cut sheets and a placement template are written);
+            None for paint, where the whole face is the print.
+        base_texture: the clean texture, shown faintly on the placement template (None: ``texture``).
+    """
+
+    texture: Tensor
+    face_mask: Tensor
+    texture_size_m: tuple[float, float]
+    sticker_mask: Tensor | None = None
+    base_texture: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class PrintColours:
+    """The colours the attack assumed, recorded in the manifest.
+
+    Args:
+        palette: K×3 printer palette (the stickers' texels are counted against it).
+        palette_constrained: whether the stickers were constrained to the palette.
+        colour_model: the ``ColourModel`` the attack used.
+    """
+
+    palette: Tensor | None = None
+    palette_constrained: bool = False
+    colour_model: ColourModel | None = None
 
 
 # ----------------------------------------------------------------------------- texels and pixels
@@ -225,35 +264,27 @@ def with_bleed(colours: np.ndarray, mask: np.ndarray, texels: int) -> np.ndarray
 # ----------------------------------------------------------------------------- the bundle
 
 
-def export_bundle(out_dir: str | Path, *, texture: Tensor, face_mask: Tensor, texture_size_m: tuple[float, float],
-                  sticker_mask: Tensor | None = None, palette: Tensor | None = None,
-                  palette_constrained: bool = False, colour_model=None, base_texture: Tensor | None = None,
-                  options: ExportOptions | None = None, source: dict | None = None,
-                  overwrite: bool = False) -> dict:
-    """Write the bundle into ``out_dir`` (created; all files appear at once) and return its manifest.
+def export_bundle(out_dir: str | Path, artwork: PrintArtwork, *, colours: PrintColours | None = None,
+                  options: ExportOptions | None = None, source: dict | None = None, overwrite: bool = False) -> dict:
+    """Write the bundle of ``artwork`` into ``out_dir`` (created; all files appear at once) and return
+    its manifest.
 
     Args:
-        texture: 3×Ht×Wt attacked texture in [0, 1], the colours to send to the printer.
-        face_mask: 1×Ht×Wt, the object's face in texture space.
-        texture_size_m: physical (width, height) the texture spans.
-        sticker_mask: 1×Ht×Wt for sticker patches (cut sheets and a placement template are written);
-            None for paint, where the whole face is the print.
-        palette: K×3 printer palette, recorded in the manifest (and counted against the stickers).
-        palette_constrained: whether the stickers were constrained to the palette.
-        colour_model: the ``ColourModel`` the attack used, recorded in the manifest.
-        base_texture: the clean texture, shown faintly on the placement template.
+        colours: the palette and colour model the attack assumed, recorded in the manifest (None: none).
         source: anything worth recording about where the patch came from (run directory, scene, ...).
         overwrite: replace an existing ``out_dir``; otherwise an existing one is refused.
     """
     options = options or ExportOptions()
+    colours = colours or PrintColours()
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise ExportError(f"{out_dir} already exists; choose another output folder or allow overwriting.")
+    texture, texture_size_m = artwork.texture, artwork.texture_size_m
     ht, wt = texture.shape[-2:]
     sx, sy = texture_size_m[0] * 1000 / wt, texture_size_m[1] * 1000 / ht
     rgb = to_uint8(texture)
-    face = face_mask[0].detach().cpu().numpy() > 0.5
-    stickers_m = None if sticker_mask is None else sticker_mask[0].detach().cpu().numpy() > 0.5
+    face = artwork.face_mask[0].detach().cpu().numpy() > 0.5
+    stickers_m = None if artwork.sticker_mask is None else artwork.sticker_mask[0].detach().cpu().numpy() > 0.5
     face_bbox = mask_bbox(face)
     hp, wp = pixel_count(ht, sy, options.dpi), pixel_count(wt, sx, options.dpi)
     stickers = [] if stickers_m is None else find_stickers(stickers_m, face_bbox, (sx, sy))
@@ -285,7 +316,7 @@ def export_bundle(out_dir: str | Path, *, texture: Tensor, face_mask: Tensor, te
                                "size_px": [w_px, h_px], "size_mm": list(s.size_mm)}
             files["stickers.pdf"] = {"what": "one cut sheet per sticker: bleed, cut line, crop marks",
                                      "pages": _cut_sheets(tmp / "stickers.pdf", rgb, stickers, (sx, sy), options)}
-            base = to_uint8(base_texture) if base_texture is not None else rgb
+            base = to_uint8(artwork.base_texture) if artwork.base_texture is not None else rgb
             pages = _placement(tmp / "placement.pdf", base, face, stickers, (sx, sy), options)
             files["placement.pdf"] = {"what": "the face at true scale with each sticker's outline and number, "
                                               "then a table of offsets from the face's edges", "pages": pages}
@@ -293,8 +324,8 @@ def export_bundle(out_dir: str | Path, *, texture: Tensor, face_mask: Tensor, te
             data = (tmp / name).read_bytes()
             entry["sha256"] = hashlib.sha256(data).hexdigest()
             entry["bytes"] = len(data)
-        manifest = _manifest(files, options, texture_size_m, (wt, ht), (sx, sy), face_bbox, stickers, rgb,
-                             stickers_m, palette, palette_constrained, colour_model, source)
+        geometry = _TexelGeometry(texture_size_m, (wt, ht), (sx, sy), face_bbox)
+        manifest = _manifest(files, options, geometry, stickers, _colour_entries(colours, rgb, stickers_m), source)
         save_json(tmp / "manifest.json", manifest)
         umask = os.umask(0)
         os.umask(umask)
@@ -316,11 +347,23 @@ def _move_into_place(tmp: Path, out_dir: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _manifest(files, options, texture_size_m, texels, mm_per_texel, face_bbox, stickers, rgb, stickers_m, palette,
-              palette_constrained, colour_model, source) -> dict:
-    sx, sy = mm_per_texel
-    fx0, fy0, fx1, fy1 = face_bbox
-    out = {
+@dataclass(frozen=True)
+class _TexelGeometry:
+    """The texture's texels in millimetres: its physical (width, height) in metres, its (width,
+    height) in texels, millimetres per texel (x, y) and the face's bounding box in texels."""
+
+    texture_size_m: tuple[float, float]
+    texels: tuple[int, int]
+    mm_per_texel: tuple[float, float]
+    face_bbox: tuple[int, int, int, int]
+
+
+def _manifest(files: dict, options: ExportOptions, geometry: _TexelGeometry, stickers: list[Sticker],
+              colour_entries: dict, source: dict | None) -> dict:
+    texture_size_m, texels = geometry.texture_size_m, geometry.texels
+    sx, sy = geometry.mm_per_texel
+    fx0, fy0, fx1, fy1 = geometry.face_bbox
+    return {
         "format": MANIFEST_FORMAT, "version": 1, "source": source or {},
         "physical": {"texture_size_mm": [round(texture_size_m[0] * 1000, 3), round(texture_size_m[1] * 1000, 3)],
                      "face_bbox_mm": [round(fx0 * sx, 3), round(fy0 * sy, 3), round(fx1 * sx, 3), round(fy1 * sy, 3)],
@@ -332,17 +375,23 @@ def _manifest(files, options, texture_size_m, texels, mm_per_texel, face_bbox, s
         "options": asdict(options),
         "files": files,
         "stickers": [s.summary() for s in stickers],
-        "palette_constrained": bool(palette_constrained),
+        **colour_entries,
     }
-    if palette is not None:
-        pal = (palette.detach().cpu().numpy() * 255).round().astype(int)
+
+
+def _colour_entries(colours: PrintColours, rgb: np.ndarray, stickers_m: np.ndarray | None) -> dict:
+    """The manifest's colour entries: whether the stickers were held to the palette, the palette, the
+    share of sticker texels printed in one of its colours, and the colour model."""
+    out = {"palette_constrained": bool(colours.palette_constrained)}
+    if colours.palette is not None:
+        pal = (colours.palette.detach().cpu().numpy() * 255).round().astype(int)
         out["palette"] = pal.tolist()
         if stickers_m is not None and stickers_m.any():
             on = rgb[stickers_m]
             keys = lambda a: (a[:, 0].astype(np.int64) << 16) | (a[:, 1].astype(np.int64) << 8) | a[:, 2]  # noqa: E731
             out["sticker_texels_on_palette"] = float(np.isin(keys(on), keys(pal)).mean())
-    if colour_model is not None:
-        out["colour_model"] = colour_model.to_dict()
+    if colours.colour_model is not None:
+        out["colour_model"] = colours.colour_model.to_dict()
     return out
 
 
@@ -492,9 +541,8 @@ def _offset_table(pdf, stickers: list[Sticker], options: ExportOptions) -> None:
 
 
 def export_patch(out_dir: str | Path, *, scene, texture: Tensor, sticker_mask: Tensor | None = None,
-                 palette_constrained: bool = False, patch_type: str = "", palette: Tensor | None = None,
-                 colour_model=None, options: ExportOptions | None = None, source: dict | None = None,
-                 overwrite: bool = False) -> dict:
+                 colours: PrintColours | None = None, options: ExportOptions | None = None,
+                 source: dict | None = None, overwrite: bool = False) -> dict:
     """``export_bundle`` for an attacked texture on a scene.
 
     Args:
@@ -502,19 +550,19 @@ def export_patch(out_dir: str | Path, *, scene, texture: Tensor, sticker_mask: T
         texture: 3×Ht×Wt, what the patch made of the scene's texture (``patch.apply(scene.texture)``).
         sticker_mask: 1×Ht×Wt for stickers (cut sheets and a placement template are written); None
             for paint, which is printed whole.
-        palette_constrained: whether the stickers' colours were constrained to ``palette``.
-        patch_type: the patch's kind, recorded in the manifest's source.
+        source: recorded in the manifest after the scene's name (the patch's kind as ``patch_type``, ...).
     """
-    return export_bundle(out_dir, texture=texture.detach().cpu(), face_mask=scene.face_mask.cpu(),
-                         texture_size_m=scene.texture_size_m,
-                         sticker_mask=sticker_mask.detach().cpu() if sticker_mask is not None else None,
-                         palette=palette.cpu() if palette is not None else None,
-                         palette_constrained=palette_constrained, colour_model=colour_model,
-                         base_texture=scene.texture.cpu(), options=options,
-                         source={"scene": scene.name, "patch_type": patch_type, **(source or {})},
-                         overwrite=overwrite)
+    artwork = PrintArtwork(texture=texture.detach().cpu(), face_mask=scene.face_mask.cpu(),
+                           texture_size_m=scene.texture_size_m,
+                           sticker_mask=sticker_mask.detach().cpu() if sticker_mask is not None else None,
+                           base_texture=scene.texture.cpu())
+    colours = colours or PrintColours()
+    if colours.palette is not None:
+        colours = replace(colours, palette=colours.palette.cpu())
+    return export_bundle(out_dir, artwork, colours=colours, options=options,
+                         source={"scene": scene.name, **(source or {})}, overwrite=overwrite)
 
 
-__all__ = ["ExportError", "ExportOptions", "Sticker", "export_bundle", "export_patch",
+__all__ = ["ExportError", "ExportOptions", "PrintArtwork", "PrintColours", "Sticker", "export_bundle", "export_patch",
            "find_stickers", "pixel_count", "read_png_dpi", "read_png_rgba", "save_png",
            "texel_of_pixel", "texels_from_pixels", "texels_to_pixels", "to_uint8"]

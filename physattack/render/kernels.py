@@ -34,13 +34,17 @@ def _segment_distance(px, py, ax, ay, bx, by):
 
 
 @numba.njit(parallel=True, cache=True)
-def raster_views(valid, box, rows, to_px, inv_z, tri_uv, open_edge, pix_to_face, bary, zbuf, coverage):
-    """Fill the B×H×W outputs in place (each is written whole).
+def raster_views(faces, out):
+    """Fill the B×H×W outputs ``out`` = (pix_to_face, bary, zbuf, coverage) in place (each is
+    written whole) from the screen-space faces ``faces`` = (valid, box, rows, to_px, inv_z, tri_uv,
+    open_edge), both tuples of arrays as ``raster.ScreenFaces`` and ``raster.Fragments`` hold them.
 
     Per view: (1) depth test of every covering face over its box (largest 1/z wins, later face on
     ties); (2) uncovered pixels within half a pixel of a face take the nearest by exact distance;
     (3) barycentrics, depth and the signed silhouette distance of the winners; (4) box-filter
     coverage, ``0.5 + d`` on the silhouette and 1 inside."""
+    valid, box, rows, to_px, inv_z, tri_uv, open_edge = faces
+    pix_to_face, bary, zbuf, coverage = out
     n_views, n_faces = valid.shape
     h, w = zbuf.shape[1], zbuf.shape[2]
     for v in numba.prange(n_views):
@@ -146,8 +150,7 @@ def _lerp(ft, k, w0, w1, w2):
 
 
 @numba.njit(parallel=True, cache=True)
-def shading_terms(sel, pix_to_face, bary, coverage, face_table, view_table, place, atlas_w, atlas_h,
-                  pixels_per_view, grid, gain, lift, pix):
+def shading_terms(pixels, tables, sizes, out):
     """Per covered pixel ``sel[m]`` (flat index into B·H·W): where it reads the texture atlas
     (``grid``, M×2 in grid_sample's [-1, 1]), the ``gain`` and ``lift`` (3×M) with which the shader
     turns that albedo into colour, ``albedo * gain + lift``, and its three channels' flat indices
@@ -157,7 +160,15 @@ def shading_terms(sel, pix_to_face, bary, coverage, face_table, view_table, plac
     specular and, on untextured faces (gain 0), their own albedo. Tables: per face, 3 corners ×
     (u, v, x, y, z, nx, ny, nz) then diffuse RGB, specular, shininess, textured; per view, eye,
     light direction, light colour, ambient, diffuse; per view, its mip level's place in the atlas
-    (x offset, height, width, row offset of the view's own texture)."""
+    (x offset, height, width, row offset of the view's own texture).
+
+    Grouped as ``pixels`` = (sel, pix_to_face, bary, coverage), the flat per-pixel inputs; ``tables``
+    = (face_table, view_table, place); ``sizes`` = (atlas_w, atlas_h, pixels_per_view); ``out`` =
+    (grid, gain, lift, pix), filled in place."""
+    sel, pix_to_face, bary, coverage = pixels
+    face_table, view_table, place = tables
+    atlas_w, atlas_h, pixels_per_view = sizes
+    grid, gain, lift, pix = out
     for m in numba.prange(sel.shape[0]):
         p = sel[m]
         v = p // pixels_per_view

@@ -35,6 +35,44 @@ class Fragments:
     coverage: Tensor
 
 
+@dataclass(frozen=True)
+class ScreenFaces:
+    """Every face of one mesh as each of B cameras sees it: what rasterizing a view needs.
+
+    Shape:
+        valid: B×F bool, the face is drawn in that view (in front of the near plane, not degenerate,
+            not culled).
+        x0y0, x1y1: B×F×2 long, the pixel box the face is tested over (x1y1 exclusive); span: B×F×2
+            its width and height; count: B×F the pixels in it (0 where not drawn).
+        rows: B×F×4×3, the three barycentric edge functions then 1/z, each (A, B, C) of ``A x + B y + C``.
+        to_px: B×F×3, which turns barycentric i into the signed distance in pixels from edge i's line.
+        inv_z: B×F×3, 1/z at the corners. tri_uv: B×F×3×2, the corners in pixels.
+        open_edge: B×F×3 bool, edge i lies on the silhouette (no face drawn in the view shares it).
+    """
+
+    valid: Tensor
+    x0y0: Tensor
+    x1y1: Tensor
+    span: Tensor
+    count: Tensor
+    rows: Tensor
+    to_px: Tensor
+    inv_z: Tensor
+    tri_uv: Tensor
+    open_edge: Tensor
+
+
+@dataclass(frozen=True)
+class _FlatBuffers:
+    """The PyTorch path's flat B·H·W outputs, filled in place a group of views at a time; ``edge_dist``
+    is the signed silhouette distance in pixels that becomes coverage once every view is done."""
+
+    pix_to_face: Tensor
+    bary: Tensor
+    zbuf: Tensor
+    edge_dist: Tensor
+
+
 class MeshRasterizer:
     """Z-buffer rasterizer in plain PyTorch (CPU and CUDA), with analytic edge coverage.
 
@@ -106,13 +144,14 @@ class MeshRasterizer:
         x1y1 = (hi + 1).ceil().clamp(min=0).minimum(limit).long()
         span = (x1y1 - x0y0).clamp(min=0)
         count = (span[..., 0] * span[..., 1]).masked_fill(~valid, 0)                # B×F pixels to test
+        screen = ScreenFaces(valid, x0y0, x1y1, span, count, rows, to_px, inv_z, tri_uv, open_edge)
 
         if use_compiled(self.backend, verts.device, "rasterizer"):
-            return _raster_compiled(valid, torch.cat([x0y0, x1y1], -1), rows, to_px, inv_z, tri_uv, open_edge, (h, w))
-        pix_to_face = torch.full((b * h * w,), -1, dtype=torch.long, device=dev)
-        bary = torch.zeros((b * h * w, 3), dtype=dt, device=dev)
-        zbuf = torch.full((b * h * w,), float("inf"), dtype=dt, device=dev)
-        edge_dist = torch.full((b * h * w,), -1.0, dtype=dt, device=dev)
+            return _raster_compiled(screen, (h, w))
+        out = _FlatBuffers(pix_to_face=torch.full((b * h * w,), -1, dtype=torch.long, device=dev),
+                           bary=torch.zeros((b * h * w, 3), dtype=dt, device=dev),
+                           zbuf=torch.full((b * h * w,), float("inf"), dtype=dt, device=dev),
+                           edge_dist=torch.full((b * h * w,), -1.0, dtype=dt, device=dev))
         per_view = count.sum(1).tolist()
         start = 0
         while start < b:                                  # groups of views whose work fits max_chunk_elems
@@ -121,26 +160,29 @@ class MeshRasterizer:
                 work += per_view[stop]
                 stop += 1
             if work:
-                self._raster_views(slice(start, stop), (h, w), count, x0y0, span, rows, to_px, inv_z, tri_uv,
-                                   open_edge, pix_to_face, bary, zbuf, edge_dist)
+                self._raster_views(slice(start, stop), (h, w), screen, out)
             start = stop
-        pix_to_face, zbuf, edge_dist = pix_to_face.view(b, h, w), zbuf.view(b, h, w), edge_dist.view(b, h, w)
+        pix_to_face, zbuf = out.pix_to_face.view(b, h, w), out.zbuf.view(b, h, w)
+        edge_dist = out.edge_dist.view(b, h, w)
         covered = edge_dist >= -1e-6
         # Covered pixels beside an uncovered one sit on the silhouette: box-filter coverage there too.
         open_side = torch.nn.functional.max_pool2d((~covered).to(dt)[:, None], 3, 1, 1)[:, 0] > 0
         coverage = torch.where(covered & ~open_side, torch.ones_like(edge_dist), (0.5 + edge_dist).clamp(0, 1))
         coverage = torch.where(pix_to_face >= 0, coverage, torch.zeros_like(coverage))
-        return Fragments(pix_to_face, bary.view(b, h, w, 3), zbuf, coverage)
+        return Fragments(pix_to_face, out.bary.view(b, h, w, 3), zbuf, coverage)
 
     @staticmethod
-    def _raster_views(views: slice, size, count, x0y0, span, rows, to_px, inv_z, tri_uv, open_edge,
-                      pix_to_face, bary, zbuf, edge_dist) -> None:
-        """Rasterize views ``views`` into the flat B·H·W output buffers, in place.
+    def _raster_views(views: slice, size: tuple[int, int], screen: ScreenFaces, out: _FlatBuffers) -> None:
+        """Rasterize views ``views`` of ``screen`` into the flat B·H·W buffers ``out``, in place.
 
         Every (view, face, pixel-in-the-face's-box) triple is one test; the nearest covering face
         wins each pixel by a scatter-max of 1/z, and uncovered pixels within half a pixel of a face
         take the nearest one by exact distance (for the anti-aliased silhouette)."""
         h, w = size
+        count, x0y0, span, rows, to_px, inv_z, tri_uv, open_edge = (
+            screen.count, screen.x0y0, screen.span, screen.rows, screen.to_px, screen.inv_z, screen.tri_uv,
+            screen.open_edge)
+        pix_to_face, bary, zbuf, edge_dist = out.pix_to_face, out.bary, out.zbuf, out.edge_dist
         f = count.shape[1]
         vf = torch.nonzero(count[views].flatten()).flatten() + views.start * f   # (view, face) pairs with work
         n = count.flatten()[vf]
@@ -192,18 +234,17 @@ class MeshRasterizer:
         edge_dist[all_pix] = d_all
 
 
-def _raster_compiled(valid, box, rows, to_px, inv_z, tri_uv, open_edge, size) -> Fragments:
+def _raster_compiled(screen: ScreenFaces, size: tuple[int, int]) -> Fragments:
     """All views through the Numba kernel (CPU); the same Fragments as the PyTorch path."""
-    b, (h, w) = valid.shape[0], size
-    dt = rows.dtype
-    pix_to_face = torch.empty((b, h, w), dtype=torch.long)
-    bary = torch.empty((b, h, w, 3), dtype=dt)
-    zbuf = torch.empty((b, h, w), dtype=dt)
-    coverage = torch.empty((b, h, w), dtype=dt)
-    inputs = (valid, box, rows, to_px, inv_z, tri_uv, open_edge)
-    numba_kernels().raster_views(*(t.contiguous().numpy() for t in inputs), pix_to_face.numpy(), bary.numpy(),
-                                 zbuf.numpy(), coverage.numpy())
-    return Fragments(pix_to_face, bary, zbuf, coverage)
+    b, (h, w) = screen.valid.shape[0], size
+    dt = screen.rows.dtype
+    frags = Fragments(pix_to_face=torch.empty((b, h, w), dtype=torch.long), bary=torch.empty((b, h, w, 3), dtype=dt),
+                      zbuf=torch.empty((b, h, w), dtype=dt), coverage=torch.empty((b, h, w), dtype=dt))
+    inputs = (screen.valid, torch.cat([screen.x0y0, screen.x1y1], -1), screen.rows, screen.to_px, screen.inv_z,
+              screen.tri_uv, screen.open_edge)
+    outputs = (frags.pix_to_face, frags.bary, frags.zbuf, frags.coverage)
+    numba_kernels().raster_views(tuple(t.contiguous().numpy() for t in inputs), tuple(t.numpy() for t in outputs))
+    return frags
 
 
 def _triangle_distance(p: Tensor, tri: Tensor) -> Tensor:

@@ -31,6 +31,20 @@ class Lights:
     color: Tensor
 
 
+@dataclass(frozen=True)
+class AtlasLayout:
+    """Where each of B views reads its texture in the shader's atlas.
+
+    Shape:
+        place: B×4, per view its mip level's x offset, height and width, and the row offset of the
+            view's own texture within the level (texels).
+        size: the atlas's (height, width) in texels.
+    """
+
+    place: Tensor
+    size: tuple[int, int]
+
+
 def mip_pyramid(texture: Tensor, levels: int) -> list[Tensor]:
     """Box-filtered pyramid of a C×H×W (or B×C×H×W) texture, finest first; differentiable."""
     tex = texture if texture.dim() == 4 else texture.unsqueeze(0)
@@ -81,18 +95,17 @@ class PhongShader:
         dev, dt = fragments.bary.device, texture.dtype
         sel = torch.nonzero(p2f.reshape(-1) >= 0).flatten()           # covered pixels, M
         tex_id = mesh.textured_material
-        atlas, place = None, torch.zeros(b, 4, device=dev, dtype=dt)
+        atlas, layout = None, AtlasLayout(torch.zeros(b, 4, device=dev, dtype=dt), (1, 1))
         if tex_id is not None:
             level = self._mip_levels(mesh, texture, cameras, tex_id)
             pyramid = mip_pyramid(texture, min(self.mip_levels, int(level.max()) + 1 if len(level) else 1))
             atlas, place = _atlas(pyramid, level.clamp(max=len(pyramid) - 1))
+            layout = AtlasLayout(place, atlas.shape[-2:])
         with torch.no_grad():
             # Everything but the texture lookup is a constant of the patch: per pixel, the texture's
             # albedo is scaled by ``gain`` and lifted by ``lift`` (specular light and untextured albedo).
             compiled = dt == torch.float32 and use_compiled(self.backend, dev, "shader")
-            atlas_size = atlas.shape[-2:] if atlas is not None else (1, 1)
-            grid, gain, lift, pix = _shading_terms(fragments, sel, mesh, cameras, lights, place, atlas_size, dt,
-                                                   compiled)
+            grid, gain, lift, pix = _shading_terms(fragments, sel, mesh, cameras, lights, layout, dt, compiled)
         rgb = lift                                                     # 3×M, channel-major like the image
         if atlas is not None:
             # Every covered pixel looks the texture up (the gain is 0 off the textured faces), so the
@@ -149,8 +162,7 @@ def _atlas(pyramid: list[Tensor], level: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def _shading_terms(fragments: Fragments, sel: Tensor, mesh: Mesh, cameras: Cameras, lights: Lights,
-                   place: Tensor, atlas_size: tuple[int, int], dt: torch.dtype,
-                   compiled: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                   layout: AtlasLayout, dt: torch.dtype, compiled: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Per covered pixel ``sel``: where it reads the atlas (M×2, grid_sample's [-1, 1]); gain and lift
     (3×M; the colour is ``albedo * gain + lift``, with a gain of 0 on untextured faces); and its
     channels' flat indices into the B×3×H×W image (3×M). The compiled kernel where ``compiled``
@@ -164,15 +176,18 @@ def _shading_terms(fragments: Fragments, sel: Tensor, mesh: Mesh, cameras: Camer
     view_table = torch.cat([cameras.centers, lights.direction, lights.color, lights.ambient[:, None],
                             lights.diffuse[:, None]], dim=1).to(dt)     # B×11
     b, h, w = fragments.pix_to_face.shape
-    atlas_h, atlas_w = atlas_size
+    place, (atlas_h, atlas_w) = layout.place, layout.size
     if compiled:
         m = len(sel)
         grid, gain, lift = torch.empty(m, 2), torch.empty(3, m), torch.empty(3, m)
         pix = torch.empty(3, m, dtype=torch.long)
-        arrays = (sel, fragments.pix_to_face.reshape(-1), fragments.bary.reshape(-1, 3).float(),
-                  fragments.coverage.reshape(-1).float(), face_table, view_table, place.float())
-        numba_kernels().shading_terms(*(t.contiguous().numpy() for t in arrays), float(atlas_w), float(atlas_h),
-                                      h * w, grid.numpy(), gain.numpy(), lift.numpy(), pix.numpy())
+        pixels = (sel, fragments.pix_to_face.reshape(-1), fragments.bary.reshape(-1, 3).float(),
+                  fragments.coverage.reshape(-1).float())
+        tables = (face_table, view_table, place.float())
+        numba_kernels().shading_terms(tuple(t.contiguous().numpy() for t in pixels),
+                                      tuple(t.contiguous().numpy() for t in tables),
+                                      (float(atlas_w), float(atlas_h), h * w),
+                                      (grid.numpy(), gain.numpy(), lift.numpy(), pix.numpy()))
         return grid, gain, lift, pix
     view = torch.div(sel, h * w, rounding_mode="floor")
     table = face_table[fragments.pix_to_face.reshape(-1)[sel]]          # M×30

@@ -23,7 +23,7 @@ import torch
 import yaml
 from torch import Tensor
 
-from physattack.errors import InputError, check_values
+from physattack.errors import InputError
 from physattack.imageio import MAX_TEXTURE_SIDE, read_grey, read_rgb
 from physattack.scene.mesh import Mesh, MeshError, load_obj
 
@@ -120,8 +120,8 @@ def _texture_size(desc_path: Path, size) -> tuple[float, float]:
     name = f"{desc_path}: texture_size_m"
     if not isinstance(size, (list, tuple)) or len(size) != 2:
         raise SceneError(f"{name} must be [width, height] in metres; got {size!r}.")
-    w, h = check_values(name, size, 0.0, lo_open=True, error=SceneError,
-                        why="the width and height in metres that the texture spans")
+    w, h = SceneError.check_values(name, size, 0.0, lo_open=True,
+                                   why="the width and height in metres that the texture spans")
     return float(w), float(h)
 
 
@@ -130,8 +130,8 @@ def _regions(desc_path: Path, regions) -> dict[str, tuple[float, ...]]:
         raise SceneError(f"{desc_path}: regions must map names to [x0, y0, x1, y1]; got {regions!r}.")
     out = {}
     for name, box in regions.items():
-        box = check_values(f"{desc_path}: regions.{name}", box, 0.0, 1.0, error=SceneError,
-                           why="x0, y0, x1, y1 as shares of the texture's width and height")
+        box = SceneError.check_values(f"{desc_path}: regions.{name}", box, 0.0, 1.0,
+                                      why="x0, y0, x1, y1 as shares of the texture's width and height")
         if len(box) != 4 or not (box[0] < box[2] and box[1] < box[3]):
             raise SceneError(f"{desc_path}: regions.{name} must be [x0, y0, x1, y1] with x0 < x1 and y0 < y1, "
                              f"as shares of the texture's width and height; got {box}.")

@@ -97,10 +97,30 @@ class DetNetTraining:
                              "batch_size or raise frames.")
 
 
+@dataclass(frozen=True)
+class FrameSet:
+    """Rendered frames: uint8 images N×3×S×S, and per frame its boxes (M×4 pixels) and scene indices (M)."""
+
+    images: Tensor
+    boxes: list[Tensor]
+    labels: list[Tensor]
+
+
+@dataclass(frozen=True)
+class FrameDraws:
+    """Where a set of frames comes from: the layouts' sampler, the background bank it draws from, and
+    whether the lights are the evaluation grid's named presets instead of the sampler's."""
+
+    sampler: FrameSampler
+    bank: BackgroundBank
+    presets: bool = False
+
+
 @torch.no_grad()
-def render_set(scenes, sampler: FrameSampler, bank: BackgroundBank, count: int, generator: torch.Generator,
-               image_size: int, presets: bool = False, desc: str = "render", chunk: int = 64):
-    """``count`` frames: uint8 images N×3×S×S, and per frame its boxes (M×4 pixels) and scene indices (M)."""
+def render_set(scenes, draws: FrameDraws, count: int, generator: torch.Generator, image_size: int,
+               desc: str = "render", chunk: int = 64) -> FrameSet:
+    """``count`` frames of ``scenes`` at ``image_size`` pixels, drawn as ``draws`` says."""
+    sampler, bank, presets = draws.sampler, draws.bank, draws.presets
     renderer = Renderer()
     widths = [max(s.texture_size_m) for s in scenes]
     images, boxes, labels = [], [], []
@@ -116,7 +136,7 @@ def render_set(scenes, sampler: FrameSampler, bank: BackgroundBank, count: int, 
         labels += frames.scene_index
         bar.update(n)
     bar.close()
-    return torch.cat(images), boxes, labels
+    return FrameSet(torch.cat(images), boxes, labels)
 
 
 def with_presets(layout: FrameLayout, generator: torch.Generator) -> FrameLayout:
@@ -190,14 +210,13 @@ def grid_detection_rate(model: Detector, scene, image_size: int) -> float:
 
 @dataclass
 class ContextFrames:
-    """The training and held-out frames of every bundled detector: uint8 images N×3×S×S, and per frame
-    its boxes (M×4 pixels) and scene indices (M) into ``names``."""
+    """The training and held-out frames of every bundled detector (their scene indices index ``names``)."""
 
     names: list[str]
     scenes: list
     sampler: FrameSampler
-    train: tuple[Tensor, list[Tensor], list[Tensor]]
-    test: tuple[Tensor, list[Tensor], list[Tensor]]
+    train: FrameSet
+    test: FrameSet
     render_minutes: float
 
 
@@ -208,27 +227,43 @@ def context_frames(frames: int, test_frames: int, image_size: int, seed: int) ->
     names = list(SIGNS)
     scenes = [load_scene(n) for n in names]
     sampler = FrameSampler(ViewSampler())
-    train = render_set(scenes, sampler, BackgroundBank(sampler.background_count, seed=0), frames,
+    train = render_set(scenes, FrameDraws(sampler, BackgroundBank(sampler.background_count, seed=0)), frames,
                        torch.Generator().manual_seed(seed), image_size, desc="train frames")
     test_bank = BackgroundBank(24, seed=HELDOUT_BACKGROUND_SEED)
     test_sampler = replace(sampler, view=replace(sampler.view, background_count=len(test_bank)))
-    test = render_set(scenes, test_sampler, test_bank, test_frames, torch.Generator().manual_seed(seed + 10_000),
-                      image_size, presets=True, desc="held-out frames")
+    test = render_set(scenes, FrameDraws(test_sampler, test_bank, presets=True), test_frames,
+                      torch.Generator().manual_seed(seed + 10_000), image_size, desc="held-out frames")
     return ContextFrames(names, scenes, sampler, train, test, (time.time() - t0) / 60)
 
 
 Loss = Callable[[nn.Module, Tensor, list[Tensor], list[Tensor]], tuple[Tensor, dict]]
 
 
-def fit(model: nn.Module, loss: Loss, images: Tensor, boxes: list[Tensor], labels: list[Tensor], *, epochs: int,
-        batch_size: int, lr: float, seed: int, weight_decay: float = 1e-4, clip: float | None = None) -> None:
+@dataclass(frozen=True)
+class FitSettings:
+    """The optimizer's budget: ``epochs`` passes in batches of ``batch_size`` frames drawn by ``seed``,
+    AdamW at a one-cycle peak of ``lr`` with ``weight_decay``, the gradient norm clipped at ``clip``
+    (None: not clipped)."""
+
+    epochs: int
+    batch_size: int
+    lr: float
+    seed: int
+    weight_decay: float = 1e-4
+    clip: float | None = None
+
+
+def fit(model: nn.Module, loss: Loss, frames: FrameSet, settings: FitSettings) -> None:
     """Train ``model`` on the uint8 frames with ``loss(model, x, boxes, labels)``: AdamW under a one-cycle
-    schedule, batches drawn by ``seed``, each frame under a random colour cast of up to ±12 % per channel."""
+    schedule, batches drawn by ``settings.seed``, each frame under a random colour cast of up to ±12 % per
+    channel."""
+    images, boxes, labels = frames.images, frames.boxes, frames.labels
+    epochs, batch_size, lr, clip = settings.epochs, settings.batch_size, settings.lr, settings.clip
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=settings.weight_decay)
     per_epoch = len(images) // batch_size
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * per_epoch, pct_start=0.15)
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(settings.seed)
     bar = tqdm(total=epochs * per_epoch, desc="train", unit="step")
     for epoch in range(epochs):
         model.train()
@@ -255,7 +290,7 @@ def fit(model: nn.Module, loss: Loss, images: Tensor, boxes: list[Tensor], label
 def measure(model: Detector, data: ContextFrames, image_size: int) -> dict:
     """Held-out AP@0.5 per class (labels looked up by name, so any label order works) and its mean, and
     the stop sign's detection rate on the attack's frame grid."""
-    test_x, test_b, test_l = data.test
+    test_x, test_b, test_l = data.test.images, data.test.boxes, data.test.labels
     classes = [s.class_name for s in data.scenes]
     index = torch.tensor([model.label_index(c) for c in classes])
     dets = detect_all(model, test_x)
@@ -285,7 +320,7 @@ def train_detnet(options: DetNetTraining | None = None) -> tuple[DetNet, dict]:
     labels = [s.class_name for s in data.scenes]
     model = DetNet(labels, width=cfg.width, neck=cfg.neck, input_size=cfg.image_size,
                    score_threshold=cfg.score_threshold)
-    fit(model, centernet_loss, *data.train, epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed)
+    fit(model, centernet_loss, data.train, FitSettings(cfg.epochs, cfg.batch_size, cfg.lr, cfg.seed))
     meta = {
         "labels": labels, "scenes": data.names, "width": cfg.width, "neck": cfg.neck, "input_size": cfg.image_size,
         "score_threshold": cfg.score_threshold, "stride": STRIDE, **measure(model, data, cfg.image_size),
@@ -402,8 +437,8 @@ def train_detector(options: DetectorTraining | None = None) -> tuple[Torchvision
     # channels-last convolutions: 1.3-1.7x faster training steps on a CPU (benchmarks/detector_train_step.py);
     # the figures are measured back in the default layout, as a loaded detector runs
     detector.model.to(memory_format=torch.channels_last)
-    fit(detector.model, torchvision_loss, *data.train, epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr,
-        seed=cfg.seed, weight_decay=cfg.weight_decay, clip=cfg.clip)
+    fit(detector.model, torchvision_loss, data.train,
+        FitSettings(cfg.epochs, cfg.batch_size, cfg.lr, cfg.seed, weight_decay=cfg.weight_decay, clip=cfg.clip))
     detector.model.to(memory_format=torch.contiguous_format)
     detector.freeze()
     state = stored_state(detector, cfg.storage)

@@ -27,7 +27,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from physattack.errors import check_range
 from physattack.victims.base import VictimError
 
 WEIGHTINGS = ("mean", "hardest")
@@ -95,15 +94,14 @@ class Ensemble(nn.Module):
                                   "kind from victim.members.")
         if weighting not in WEIGHTINGS:
             raise VictimError(f"victim.weighting must be one of {', '.join(WEIGHTINGS)}, not '{weighting}'.")
-        check_range("victim.temperature", temperature, 0.0, lo_open=True,
-                    why="the hardest weighting's softmax temperature, in loss units", error=VictimError)
-        check_range("victim.diversity", diversity, 0.0, 1.0,
-                    why="the probability that a member sees an attack view shrunk and shifted", error=VictimError)
-        check_range("victim.diversity_scale", diversity_scale, 0.0, 1.0, lo_open=True,
-                    why="the smallest relative size of a diversified view", error=VictimError)
-        check_range("victim.erosion", erosion, 0.0, 1.0, hi_open=True,
-                    why="the probability that an activation of a member is dropped during the attack",
-                    error=VictimError)
+        VictimError.check_range("victim.temperature", temperature, 0.0, lo_open=True,
+                                why="the hardest weighting's softmax temperature, in loss units")
+        VictimError.check_range("victim.diversity", diversity, 0.0, 1.0,
+                                why="the probability that a member sees an attack view shrunk and shifted")
+        VictimError.check_range("victim.diversity_scale", diversity_scale, 0.0, 1.0, lo_open=True,
+                                why="the smallest relative size of a diversified view")
+        VictimError.check_range("victim.erosion", erosion, 0.0, 1.0, hi_open=True,
+                                why="the probability that an activation of a member is dropped during the attack")
         self.members = nn.ModuleList(members)
         self.names = tuple(names)
         self.weighting, self.temperature = weighting, float(temperature)

@@ -33,7 +33,6 @@ from torch import Tensor, nn
 from torchvision.models.detection import FCOS, FasterRCNN, RetinaNet
 from torchvision.models.detection.ssd import SSD
 
-from physattack.errors import check_choice, check_range
 from physattack.victims.torchvision import local_weights
 from physattack.victims.base import VictimError, build_from_weights, read_bundled_weights, read_state_dict
 from physattack.victims.detection import (PLACEHOLDER_LABELS, Detections, Detector, DetectorOutput, pad_candidates,
@@ -215,14 +214,14 @@ def sign_detector_model(arch: str, num_classes: int, input_size: int = 160, trun
     from torchvision.models.detection.fcos import FCOSHead
     from torchvision.models.detection.retinanet import RetinaNetHead
 
-    check_choice("arch", arch, SIGN_ARCHS, error=VictimError)
-    check_range("num_classes", num_classes, 2, integer=True, error=VictimError)
-    if check_range("input_size", input_size, 32, integer=True, error=VictimError) % 32:
+    VictimError.check_choice("arch", arch, SIGN_ARCHS)
+    VictimError.check_range("num_classes", num_classes, 2, integer=True)
+    if VictimError.check_range("input_size", input_size, 32, integer=True) % 32:
         raise VictimError(f"input_size must be a multiple of 32 pixels (the trunk's stride); got {input_size}.")
-    if check_range("fpn_channels", fpn_channels, 32, integer=True, error=VictimError) % 32:
+    if VictimError.check_range("fpn_channels", fpn_channels, 32, integer=True) % 32:
         raise VictimError(f"fpn_channels must be a multiple of 32 (GroupNorm's 32 groups); got {fpn_channels}.")
-    check_range("head_convs", head_convs, 1, integer=True, error=VictimError)
-    check_range("width_mult", width_mult, 0.0, 2.0, lo_open=True, error=VictimError)
+    VictimError.check_range("head_convs", head_convs, 1, integer=True)
+    VictimError.check_range("width_mult", width_mult, 0.0, 2.0, lo_open=True)
     size = {"min_size": input_size, "max_size": input_size}
     if arch == "fcos":
         # a point is responsible for boxes up to 8x its size: sizes of half the stride spread the
@@ -266,7 +265,7 @@ def sign_detector(meta: dict, score_threshold: float | None = None) -> Torchvisi
     except (KeyError, TypeError) as e:
         raise VictimError(f"The detector's metadata lacks {e}; it should be the JSON 'python -m physattack.train "
                           "detector' wrote.") from None
-    check_range("score_threshold", threshold, 0.0, 1.0, lo_open=True, hi_open=True, error=VictimError)
+    VictimError.check_range("score_threshold", threshold, 0.0, 1.0, lo_open=True, hi_open=True)
     return TorchvisionDetector(model, labels, threshold, aliases={})
 
 

@@ -11,8 +11,8 @@ import torch
 from PIL import Image
 
 from pdfread import PT_PER_MM, read_pdf
-from physattack.printing.export import (ExportError, ExportOptions, export_bundle, find_stickers, mask_bbox,
-                                        read_png_dpi, read_png_rgba, texel_of_pixel, texels_from_pixels,
+from physattack.printing.export import (ExportError, ExportOptions, PrintArtwork, export_bundle, find_stickers,
+                                        mask_bbox, read_png_dpi, read_png_rgba, texel_of_pixel, texels_from_pixels,
                                         texels_to_pixels, to_uint8)
 from physattack.printing.pages import PAPERS_MM, tile_layout
 
@@ -153,12 +153,13 @@ def test_an_existing_bundle_is_never_overwritten_unless_asked(tmp_path, stop_sce
     out = tmp_path / "bundle"
     out.mkdir()
     (out / "mine.txt").write_text("keep me")
-    kw = dict(texture=stop_scene.texture, face_mask=stop_scene.face_mask, texture_size_m=stop_scene.texture_size_m,
-              options=ExportOptions(dpi=20, paper="fit"))
+    artwork = PrintArtwork(texture=stop_scene.texture, face_mask=stop_scene.face_mask,
+                           texture_size_m=stop_scene.texture_size_m)
+    options = ExportOptions(dpi=20, paper="fit")
     with pytest.raises(ExportError, match="already exists"):
-        export_bundle(out, **kw)
+        export_bundle(out, artwork, options=options)
     assert (out / "mine.txt").read_text() == "keep me"
-    export_bundle(out, overwrite=True, **kw)
+    export_bundle(out, artwork, options=options, overwrite=True)
     assert (out / "sign.png").is_file() and not (out / "mine.txt").exists()
     assert not list(tmp_path.glob(".*"))
 
