@@ -134,15 +134,35 @@ def check_run_dir(cfg: DictConfig) -> None:
     check_finished_run(cfg.run_dir)
 
 
+#: Keys earlier versions wrote at the top of a node of this ``_target_``, and the group they live in now.
+GROUPED = {"physattack.patch.sticker_for_scene": ("palette_options", ("palette", "temperature", "hard_from")),
+           "physattack.victims.timm.load_timm_classifier": (
+               "preprocessing", ("input_size", "mean", "std", "interpolation", "crop_pct"))}
+
+
 def read_config(path: Path) -> DictConfig:
-    """A run's ``config.yaml``, with the class paths of earlier versions (``MOVED``) mapped to today's."""
+    """A run's ``config.yaml``, in today's layout: the class paths of earlier versions (``MOVED``) mapped to
+    today's, and keys that have moved into a group since (``GROUPED``) moved there."""
     try:
         text = path.read_text()
         for old, new in MOVED.items():
             text = text.replace(old, new)
-        return OmegaConf.create(text)
+        return OmegaConf.create(_regrouped(OmegaConf.to_container(OmegaConf.create(text), resolve=False)))
     except Exception as e:
         raise InputError(f"{path} is not a readable config ({str(e).splitlines()[0]}).") from None
+
+
+def _regrouped(node):
+    if isinstance(node, list):
+        return [_regrouped(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    node = {k: _regrouped(v) for k, v in node.items()}
+    group, keys = GROUPED.get(str(node.get("_target_")), (None, ()))
+    flat = {k: node.pop(k) for k in keys if k in node}
+    if flat:
+        node[group] = {**(node.get(group) or {}), **flat}
+    return node
 
 
 def open_run(run_dir: str | Path, need_patch: bool = True) -> RunFolder:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-from torch import Tensor
 
 from physattack.drive.judge import DriveOutcome, DriveSettings, Judging
 from physattack.drive.stacks import Readings

@@ -23,7 +23,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from torch import Tensor
-from torchvision.ops import box_iou
 
 from physattack.atomic import save_figure, save_rgb_png, save_text, save_torch
 from physattack.evaluate.attacked import EvaluationSetup, FinishedAttack
@@ -32,8 +31,7 @@ from physattack.evaluate.metrics import rate
 from physattack.evaluate.plots import success_heatmap, training_curves
 from physattack.evaluate.report import save_patch_png
 from physattack.run_report import RunReport
-from physattack.victims.detection import (Detections, average_precision, best_scores_on_boxes, class_ap,
-                                         match_detections)
+from physattack.victims.detection import Detections, best_scores_on_boxes, class_ap
 
 
 def detection_metrics(clean_true: Tensor, adv_true: Tensor, adv_target: Tensor | None, adv_any: Tensor,

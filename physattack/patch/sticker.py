@@ -7,6 +7,7 @@ the search needs the victim, so the attack runs it — see ``physattack.attack.m
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -67,8 +68,8 @@ class StickerPatch(Patch):
             if palette.dim() != 2 or palette.shape[1] != 3 or len(palette) < 2:
                 raise PatchError("A sticker palette must be K×3 colours with K >= 2; check printer.palette.")
             if len(temperature) != 2 or not (temperature[0] >= temperature[1] > 0) or not 0 <= hard_from <= 1:
-                raise PatchError("patch.temperature must be (start, end) with start >= end > 0, and patch.hard_from "
-                                 "a share of the attack in [0, 1].")
+                raise PatchError("patch.palette_options.temperature must be (start, end) with start >= end > 0, and "
+                                 "patch.palette_options.hard_from a share of the attack in [0, 1].")
             self.register_buffer("palette", palette.float().clone())
             # Start soft around the palette colours nearest init_color.
             closeness = -5.0 * ((self.palette - init.view(1, 3)) ** 2).sum(1)
@@ -152,11 +153,38 @@ def mask_from_png(path: str | Path, size: tuple[int, int]) -> Tensor:
     return torch.from_numpy(img > 127).float()[None]
 
 
+@dataclass(frozen=True)
+class PaletteOptions:
+    """How ``colours=palette`` stickers take the printer palette's colours (``patch.palette_options``).
+
+    Args:
+        palette: the palette file (None: the bundled one).
+        temperature: (start, end) of the soft assignment's temperature, annealed during the attack.
+        hard_from: share of the attack after which each texel is one palette colour.
+    """
+
+    palette: str | None = None
+    temperature: tuple[float, float] = (1.0, 0.05)
+    hard_from: float = 0.7
+
+    @classmethod
+    def of(cls, value) -> PaletteOptions:
+        """From itself, None (the defaults) or a mapping of its keys (a config node)."""
+        if value is None or isinstance(value, cls):
+            return value or cls()
+        keys = dict(value)
+        unknown = sorted(set(keys) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise PatchError(f"patch.palette_options.{unknown[0]} is not a setting; the settings are "
+                             f"{', '.join(cls.__dataclass_fields__)}.")
+        if "temperature" in keys:
+            keys["temperature"] = tuple(keys["temperature"])
+        return cls(**keys)
+
+
 def sticker_for_scene(scene: Scene, shape: str = "search", area: float = 0.18, cell_mm: float = 45.0,
-                      mask_png: str | None = None,
-                      init_color: tuple[float, float, float] = (0.5, 0.5, 0.5), colours: str = "free",
-                      palette: str | None = None, temperature: tuple[float, float] = (1.0, 0.05),
-                      hard_from: float = 0.7) -> StickerPatch:
+                      mask_png: str | None = None, init_color: tuple[float, float, float] = (0.5, 0.5, 0.5),
+                      colours: str = "free", palette_options: PaletteOptions | dict | None = None) -> StickerPatch:
     """Build a sticker patch on ``scene``'s face.
 
     Args:
@@ -167,9 +195,11 @@ def sticker_for_scene(scene: Scene, shape: str = "search", area: float = 0.18, c
         cell_mm: side of one square sticker for ``search``, in millimetres on the real sign.
         colours: ``free`` (any RGB; the attack's non-printability score pulls them towards the palette)
             or ``palette`` (only the printer palette's colours; see ``StickerPatch``).
-        palette: the palette file for ``colours=palette`` (None: the bundled one).
-        temperature, hard_from: the palette assignment's annealing (``StickerPatch``).
+        palette_options: for ``colours=palette``: the palette file and the assignment's annealing
+            (``PaletteOptions``, or a mapping of its keys).
     """
+    options = PaletteOptions.of(palette_options)
+    palette, temperature, hard_from = options.palette, options.temperature, options.hard_from
     PatchError.check_range("patch.area", area, 0, 1, lo_open=True, why="the share of the face the stickers cover")
     PatchError.check_range("patch.cell_mm", cell_mm, 0, lo_open=True, why="the side of one square sticker, in mm")
     search = None
@@ -195,4 +225,4 @@ def sticker_for_scene(scene: Scene, shape: str = "search", area: float = 0.18, c
                         hard_from=hard_from)
 
 
-__all__ = ["PatchError", "StickerPatch", "bars_mask", "mask_from_png", "sticker_for_scene"]
+__all__ = ["PaletteOptions", "PatchError", "StickerPatch", "bars_mask", "mask_from_png", "sticker_for_scene"]

@@ -40,7 +40,7 @@ from physattack.errors import InputError, check_choice, check_interval, check_ra
 from physattack.scene.signs import SIGNS
 from physattack.train.classifier import HELDOUT_BACKGROUND_SEED, check_batch_fits, render_set
 from physattack.train.world import TrainingWorld, ViewSource
-from physattack.victims.timm import TimmClassifier, load_timm_classifier
+from physattack.victims.timm import PREPROCESSING_KEYS, Preprocessing, TimmClassifier, load_timm_classifier
 
 #: Normalizations a member may use: timm's ImageNet statistics, or a plain shift to [-1, 1].
 NORMALIZATIONS = {
@@ -258,8 +258,8 @@ def build_member(cfg: ZooTraining) -> TimmClassifier:
     exactly as the victim config will build it (less the weights)."""
     mean, std = NORMALIZATIONS[cfg.normalization]
     victim = load_timm_classifier(cfg.arch, labels=[SIGNS[n].class_name for n in SIGNS], label_sets=None,
-                                  input_size=cfg.input_size, mean=list(mean), std=list(std),
-                                  interpolation="bilinear", model_kwargs=dict(cfg.model_kwargs), random_init=True)
+                                  preprocessing=Preprocessing(cfg.input_size, list(mean), list(std), "bilinear"),
+                                  model_kwargs=dict(cfg.model_kwargs), random_init=True)
     try:                                           # a model built for another size fails here, not mid-training
         with torch.no_grad():
             victim(torch.zeros(2, 3, cfg.image_size, cfg.image_size))
@@ -459,9 +459,9 @@ def victim_config(meta: dict, weights: str | Path, bundled: bool = False) -> str
 
     lines += ["_target_: physattack.victims.timm.load_timm_classifier", f"arch: {v['arch']}", f"weights: {weights}",
               "num_classes: null",
-              *[f"{k}: {show(v[k])}" for k in ("labels", "label_sets", "input_size", "mean", "std", "interpolation",
-                                               "crop_pct", "model_kwargs")],
-              "random_init: false"]
+              *[f"{k}: {show(v[k])}" for k in ("labels", "label_sets")],
+              "preprocessing:", *[f"  {k}: {show(v[k])}" for k in PREPROCESSING_KEYS],
+              f"model_kwargs: {show(v['model_kwargs'])}", "random_init: false"]
     return "\n".join(lines) + "\n"
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -144,11 +145,48 @@ def imagenet_labels() -> list[str]:
     return list(torchvision.models.ResNet50_Weights.DEFAULT.meta["categories"])
 
 
+@dataclass(frozen=True)
+class Preprocessing:
+    """How a timm classifier sees a view (``victim.preprocessing``); each None is timm's data config for the arch.
+
+    Args:
+        input_size: the square side the model sees.
+        mean, std: normalization, three numbers each.
+        interpolation: ``bilinear``, ``bicubic`` or ``nearest``.
+        crop_pct: None resizes the whole view; a fraction in (0, 1] applies timm's centre crop.
+    """
+
+    input_size: int | None = None
+    mean: list[float] | None = None
+    std: list[float] | None = None
+    interpolation: str | None = None
+    crop_pct: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.crop_pct is not None:
+            VictimError.check_range("victim.preprocessing.crop_pct", self.crop_pct, 0, 1, lo_open=True,
+                                    why="timm's centre crop, or null for the whole view")
+
+    @classmethod
+    def of(cls, value) -> Preprocessing:
+        """A ``Preprocessing`` from itself, None (all defaults) or a mapping of its keys (a config node)."""
+        if value is None or isinstance(value, cls):
+            return value or cls()
+        keys = dict(_plain(value))
+        unknown = sorted(set(keys) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise VictimError(f"victim.preprocessing.{unknown[0]} is not a setting; the settings are "
+                              f"{', '.join(cls.__dataclass_fields__)}.")
+        return cls(**keys)
+
+
+#: The keys of ``Preprocessing``: how earlier configs and the zoo's JSON files name them, at the top level.
+PREPROCESSING_KEYS = ("input_size", "mean", "std", "interpolation", "crop_pct")
+
+
 def load_timm_classifier(arch: str, weights: str | None = None, num_classes: int | None = None,
                          labels: list[str] | None = None, label_sets: str | dict | None = None,
-                         input_size: int | None = None, mean: list[float] | None = None,
-                         std: list[float] | None = None, interpolation: str | None = None,
-                         crop_pct: float | None = None, model_kwargs: dict | None = None,
+                         preprocessing: Preprocessing | dict | None = None, model_kwargs: dict | None = None,
                          random_init: bool = False) -> TimmClassifier:
     """Build ``timm.create_model(arch, pretrained=False)`` and load its weights without the network.
 
@@ -162,18 +200,17 @@ def load_timm_classifier(arch: str, weights: str | None = None, num_classes: int
             default: ImageNet-1k's names when the model has 1000 classes.
         label_sets: the scene classes' sets of acceptable labels (``imagenet``, a JSON file, or None;
             see ``physattack.victims.labels``).
-        input_size: square side the model sees; default timm's data config for ``arch``.
-        mean, std: normalization; default timm's data config.
-        interpolation: ``bilinear``, ``bicubic`` or ``nearest``; default timm's data config.
-        crop_pct: ``None`` resizes the whole view; a fraction applies timm's centre crop.
+        preprocessing: input size, normalization, interpolation and centre crop (``Preprocessing``, or a
+            mapping of its keys); what it leaves None is timm's data config for ``arch``.
         model_kwargs: more arguments for ``timm.create_model`` (e.g. ``{img_size: 64}`` for a ViT
             trained at 64 px, ``{drop_path_rate: 0.1}``).
         random_init: skip the weights (for tests of shapes and gradients only).
     """
+    prep = Preprocessing.of(preprocessing)
+    input_size, mean, std, interpolation, crop_pct = (prep.input_size, prep.mean, prep.std, prep.interpolation,
+                                                      prep.crop_pct)
     timm = _timm()
     data_args = _data_args(input_size, mean, std, interpolation)
-    if crop_pct is not None and not 0 < crop_pct <= 1:
-        raise VictimError(f"victim.crop_pct must be in (0, 1] or null, got {crop_pct}.")
     labels = None if labels is None else [str(x) for x in labels]
     if labels is not None and num_classes is not None and num_classes != len(labels):
         raise VictimError(f"victim.num_classes is {num_classes} but victim.labels names {len(labels)} classes; "
@@ -201,11 +238,12 @@ def load_timm_classifier(arch: str, weights: str | None = None, num_classes: int
     config = timm.data.resolve_data_config(data_args, model=model)
     mode = INTERPOLATION.get(str(config["interpolation"]))
     if mode is None:
-        raise VictimError(f"victim.interpolation must be one of bilinear, bicubic, nearest; got "
+        raise VictimError(f"victim.preprocessing.interpolation must be one of bilinear, bicubic, nearest; got "
                           f"{config['interpolation']!r}.")
     height, width = config["input_size"][-2:]
     if height != width:
-        raise VictimError(f"timm's data config for {arch} is {height}×{width}, not square; set victim.input_size.")
+        raise VictimError(f"timm's data config for {arch} is {height}×{width}, not square; set "
+                          "victim.preprocessing.input_size.")
     victim = TimmClassifier(model, labels, height, config["mean"], config["std"], mode, crop_pct)
     victim.label_sets = load_label_sets(label_sets, victim.labels)
     victim.arch = arch
@@ -216,13 +254,13 @@ def _data_args(input_size, mean, std, interpolation) -> dict:
     args = {}
     if input_size is not None:
         if int(input_size) < 8:
-            raise VictimError(f"victim.input_size must be at least 8 pixels, got {input_size}.")
+            raise VictimError(f"victim.preprocessing.input_size must be at least 8 pixels, got {input_size}.")
         args["input_size"] = (3, int(input_size), int(input_size))
     for key, value in (("mean", mean), ("std", std)):
         if value is not None:
             value = tuple(float(v) for v in value)
             if len(value) != 3 or (key == "std" and min(value) <= 0):
-                raise VictimError(f"victim.{key} must be three numbers{' above 0' if key == 'std' else ''}, "
+                raise VictimError(f"victim.preprocessing.{key} must be three numbers{' above 0' if key == 'std' else ''}, "
                                   f"got {list(value)}.")
             args[key] = value
     if interpolation is not None:
@@ -257,7 +295,17 @@ def bundled_timm_victim(name: str) -> TimmClassifier:
         raise VictimError(f"{meta_path} does not record the victim's arguments ({e}); it should be the JSON "
                           "'python -m physattack.train zoo' wrote.") from None
     kwargs.pop("weights", None)
-    return load_timm_classifier(weights=str(path), **kwargs)
+    return load_timm_classifier(weights=str(path), **grouped_preprocessing(kwargs))
+
+
+def grouped_preprocessing(kwargs: dict) -> dict:
+    """``load_timm_classifier``'s arguments from a mapping that names the preprocessing keys at the top level
+    (the zoo's JSON files, configs written before ``victim.preprocessing``), grouped under ``preprocessing``."""
+    kwargs = dict(kwargs)
+    flat = {k: kwargs.pop(k) for k in PREPROCESSING_KEYS if k in kwargs}
+    if flat:
+        kwargs["preprocessing"] = {**dict(kwargs.get("preprocessing") or {}), **flat}
+    return kwargs
 
 def _plain(value):
     """Config containers (OmegaConf's, when Hydra passes them) as plain dicts and lists."""

@@ -35,8 +35,7 @@ from torchvision.models.detection.ssd import SSD
 
 from physattack.victims.torchvision import local_weights
 from physattack.victims.base import VictimError, build_from_weights, read_bundled_weights, read_state_dict
-from physattack.victims.detection import (PLACEHOLDER_LABELS, Detections, Detector, DetectorOutput, pad_candidates,
-                                          scale_boxes)
+from physattack.victims.detection import Detections, Detector, DetectorOutput, pad_candidates, scale_boxes
 
 #: Scene class names that COCO spells differently.
 COCO_ALIASES = {"stop": "stop sign"}

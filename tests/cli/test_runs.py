@@ -60,3 +60,21 @@ def test_the_report_round_trips_and_keeps_sections_whole(tmp_path):
     back = read_report(report.write(tmp_path).parent)
     assert back == report and back["heldout"] == {"views": 2} and "drive" not in back
     assert list(json.loads((tmp_path / "metrics.json").read_text()))[:3] == ["schema_version", "kind", "attack"]
+
+
+def test_keys_that_moved_into_a_group_are_read_where_they_live_now(finished_run, tmp_path):
+    """A sticker patch's palette settings and a timm victim's preprocessing were top-level keys once."""
+    from omegaconf import OmegaConf
+
+    old = tmp_path / "old"
+    shutil.copytree(finished_run, old)
+    cfg = OmegaConf.load(old / "config.yaml")
+    options = cfg.patch.pop("palette_options")
+    cfg.patch.update(options)
+    cfg.victim = {"_target_": "physattack.victims.timm.load_timm_classifier", "arch": "resnet18", "input_size": 64,
+                  "mean": [0.5, 0.5, 0.5], "preprocessing": {"std": [0.2, 0.2, 0.2]}}
+    (old / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+    folder = open_run(old)
+    assert "temperature" not in folder.cfg.patch and folder.cfg.patch.palette_options.hard_from == 0.7
+    assert dict(folder.cfg.victim.preprocessing) == {"std": [0.2, 0.2, 0.2], "input_size": 64, "mean": [0.5] * 3}
+    folder.scene_and_patch()                                   # the old patch config builds today's patch

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from physattack.evaluate.detection import (average_precision, class_ap, detection_metrics, detections_gallery,
-                                           draw_detections, match_detections)
-from physattack.victims.detection import Detections, best_scores_on_boxes
+from physattack.evaluate.detection import detection_metrics, detections_gallery, draw_detections
+from physattack.victims.detection import (Detections, average_precision, best_scores_on_boxes, class_ap,
+                                          match_detections)
 
 T = torch.tensor
 

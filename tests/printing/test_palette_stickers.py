@@ -55,7 +55,7 @@ def test_palette_option_and_its_errors(stop_scene):
 
 def test_attack_with_palette_stickers_exports_only_palette_colours(stop_scene, signnet, tmp_path):
     palette = load_palette()
-    patch = sticker_for_scene(stop_scene, shape="bars", area=0.1, colours="palette", hard_from=0.5)
+    patch = sticker_for_scene(stop_scene, shape="bars", area=0.1, colours="palette", palette_options={"hard_from": 0.5})
     pipeline = ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (48, 48))
     attack = EOTAttack(target="yield", steps=4, batch_size=2, lr=0.5, checkpoint_every=0, mask_search_steps=0)
     colour_model = load_colour_model()

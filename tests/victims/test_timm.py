@@ -35,7 +35,7 @@ def signs(timm):
     """A 9-sign resnet10t at 64 px, random weights, frozen."""
     from physattack.victims.timm import load_timm_classifier
     torch.manual_seed(0)
-    return load_timm_classifier(ARCH, labels=SIGN_LABELS, input_size=64, random_init=True)
+    return load_timm_classifier(ARCH, labels=SIGN_LABELS, preprocessing={"input_size": 64}, random_init=True)
 
 
 def _randomize_batchnorm(model):
@@ -58,7 +58,7 @@ def test_saved_weights_load_to_identical_logits(signs, tmp_path):
     pth = tmp_path / "signs.pth"
     torch.save({"state_dict": {f"module.{k}": v for k, v in state.items()}}, pth)   # timm/DDP checkpoint layout
     for path in (st, pth):
-        loaded = load_timm_classifier(ARCH, weights=str(path), labels=SIGN_LABELS, input_size=64)
+        loaded = load_timm_classifier(ARCH, weights=str(path), labels=SIGN_LABELS, preprocessing={"input_size": 64})
         assert torch.equal(loaded(x), want), path.name
         assert loaded.labels == tuple(SIGN_LABELS) and loaded.label_index("yield") == 1
 
@@ -79,7 +79,7 @@ def test_frozen_in_eval_mode_and_gradients_reach_the_image(signs):
 
 
 def test_preprocessing_comes_from_timms_data_config(timm):
-    from physattack.victims.timm import load_timm_classifier
+    from physattack.victims.timm import Preprocessing, load_timm_classifier
     victim = load_timm_classifier(ARCH, random_init=True, label_sets="imagenet")
     config = timm.data.resolve_data_config({}, model=victim.model)
     assert (victim.input_size,) * 2 == tuple(config["input_size"][-2:]) == (176, 176)
@@ -90,8 +90,8 @@ def test_preprocessing_comes_from_timms_data_config(timm):
     x = torch.rand(1, 3, 176, 176)
     assert torch.equal(victim(x), victim.model((x - torch.tensor(victim.mean).view(1, 3, 1, 1))
                                                / torch.tensor(victim.std).view(1, 3, 1, 1)))
-    mine = load_timm_classifier(ARCH, labels=SIGN_LABELS, random_init=True, input_size=48, mean=[0.5] * 3,
-                                std=[0.25] * 3, interpolation="bilinear")
+    mine = load_timm_classifier(ARCH, labels=SIGN_LABELS, random_init=True,
+                                preprocessing=Preprocessing(48, [0.5] * 3, [0.25] * 3, "bilinear"))
     assert (mine.input_size, mine.mean, mine.std, mine.interpolation) == (48, (0.5,) * 3, (0.25,) * 3,
                                                                           "bilinear")
 
@@ -151,7 +151,7 @@ def test_weights_of_another_network_and_bad_settings_are_refused(signs, tmp_path
     with pytest.raises(VictimError, match="model_kwargs"):
         load_timm_classifier(ARCH, model_kwargs={"no_such_argument": 1}, random_init=True)
     with pytest.raises(VictimError, match="crop_pct"):
-        load_timm_classifier(ARCH, crop_pct=1.5, random_init=True)
+        load_timm_classifier(ARCH, preprocessing={"crop_pct": 1.5}, random_init=True)
     with pytest.raises(VictimError, match="indices outside"):
         load_timm_classifier(ARCH, labels=SIGN_LABELS, label_sets="imagenet", random_init=True)
 
@@ -165,14 +165,14 @@ def test_the_config_passes_the_door_and_builds_a_sign_model_from_a_file(timm, si
     path = tmp_path / "signs.safetensors"
     save_file({k: v.contiguous() for k, v in signs.model.state_dict().items()}, str(path))
     overrides = ["+scene=stop_sign", "attack=yield", "victim=timm", f"victim.arch={ARCH}", f"victim.weights={path}",
-                 f"victim.labels=[{','.join(SIGN_LABELS)}]", "victim.label_sets=null", "victim.input_size=64",
-                 "attack.steps=1"]
+                 f"victim.labels=[{','.join(SIGN_LABELS)}]", "victim.label_sets=null",
+                 "victim.preprocessing.input_size=64", "attack.steps=1"]
     with initialize_config_module("physattack.conf", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
-        bad = compose("config", overrides=overrides + ["victim.crop_pct=abc"])
+        bad = compose("config", overrides=overrides + ["victim.preprocessing.crop_pct=abc"])
     check_constructors(cfg)
-    with pytest.raises(InputError, match="crop_pct must be a number"):
-        check_constructors(bad)
+    with pytest.raises(InputError, match=r"victim\.preprocessing\.crop_pct must be a number in \(0, 1\]"):
+        make(bad.victim)
     victim = make(cfg.victim)
     x = torch.rand(2, 3, 64, 64)
     assert victim.labels == tuple(SIGN_LABELS) and torch.equal(victim(x), signs(x))
