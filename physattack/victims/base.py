@@ -97,8 +97,8 @@ def read_bundled_weights(path: Path, model_name: str, train_command: str) -> tup
     file says how to train one or where to point ``victim.weights``."""
     meta_path = path.with_suffix(".json")
     if not path.is_file():
-        raise VictimError(f"{model_name} weights not found at {path}; train them with '{train_command}' or point "
-                          "victim.weights at a trained file.")
+        raise VictimError(f"{model_name} weights not found at {path} (with {meta_path.name} beside them); train them "
+                          f"with '{train_command}' or point victim.weights at a trained file.")
     if not meta_path.is_file():
         raise VictimError(f"{path} has no {meta_path.name} beside it: the metadata its training wrote (labels, input "
                           f"size, normalization) must sit next to the weights; copy it from where they were trained, "
