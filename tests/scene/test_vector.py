@@ -15,7 +15,7 @@ import physattack.scene as scene_pkg
 from physattack.scene.vector import (FULL, SAMPLES, UNITS, Ellipse, Polygon, Stroke, Union, coverage, disc,
                                      ellipse, fixed, isqrt, line, mask, paint, polygon, polygons)
 
-DRAWING_MODULES = ("vector", "font")
+DRAWING_MODULES = ("vector", "font", "signs", "boards")
 
 
 def counts(shape, h=64, w=64) -> np.ndarray:
