@@ -1,8 +1,11 @@
-"""``python -m physattack.scene.generate [out=<folder>] [overwrite=false]``: draw every bundled sign with
-OpenCV, extrude it into a UV-mapped plate and write its scene folder (and the reprogramming board).
+"""``python -m physattack.scene.generate [out=<folder>] [overwrite=false]``: draw every bundled sign
+(vector artwork and the project's stroke font, rasterised exactly in integers), extrude it into a
+UV-mapped plate and write its scene folder (and the reprogramming board).
 
-The output is deterministic: regenerating the bundled scenes (``overwrite=true``) leaves their files
-unchanged. A scene folder that exists is never replaced without ``overwrite=true``.
+The output is deterministic, whatever OpenCV, Pillow or numpy is installed: regenerating the bundled
+scenes (``overwrite=true``) leaves their texels and mesh text unchanged (a PNG encoder may still
+compress the same texels into other bytes). A scene folder that exists is never replaced without
+``overwrite=true``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ class GenerateCommand:
 
 
 @key_value_command(
-    "physattack.scene.generate", "draw every bundled sign with OpenCV, extrude it into a UV-mapped plate and write "
+    "physattack.scene.generate", "draw every bundled sign (vector artwork and the project's stroke font, "
+    "rasterised exactly, so the same texels on any machine), extrude it into a UV-mapped plate and write "
     "its scene folder (sign.obj, sign.mtl, texture.png, face_mask.png, scene.yaml), and the reprogramming board.",
     [USAGE], ["out: the folder to write the scene folders into (default: the bundled scenes/)",
               "overwrite: replace scene folders that exist (default false)"])

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import cv2
 import numpy as np
 import yaml
 
 from physattack.atomic import save_png, save_rgb_png, save_text
 from physattack.scene.mesh import save_obj
 from physattack.scene.signs import SignDesign, _rect, build_mesh
+from physattack.scene.vector import paint, polyline
 
 A4_M = (0.210, 0.297)
 WINDOW_M = 0.11                         # side of the square window, centred on the card
@@ -22,10 +22,16 @@ TEXTURE_LONG_SIDE_PX = 256              # ~3 texels a pixel of a 96 px view; one
 
 
 def _draw_board(img, px, scale):
-    """White card; a thin grey line marks the window's edge (where the input is printed or glued)."""
+    """White card; a thin grey line marks the window's edge (where the input is printed or glued).
+
+    ``px`` gives whole texels here (the window's cut in the face mask falls on texel edges): the line
+    runs through the centres of the texels at the window's corners.
+    """
     img[:] = (242, 242, 238)
     h = WINDOW_M / 2
-    cv2.rectangle(img, px(-h, h), px(h, -h), (150, 150, 150), max(1, int(0.002 * scale)), cv2.LINE_AA)
+    corners = [px(-h, h), px(h, h), px(h, -h), px(-h, -h)]
+    paint(img, polyline([(x + 0.5, y + 0.5) for x, y in corners], max(1, int(0.002 * scale)), closed=True),
+          (150, 150, 150))
 
 
 BOARD = SignDesign("reprogram_board", "board", _rect(*A4_M), _draw_board,

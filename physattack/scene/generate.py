@@ -2,7 +2,8 @@
 ``physattack.cli.scenes``).
 
 Each sign gets ``DIR/<name>/`` with ``sign.obj``, ``sign.mtl``, ``texture.png``, ``face_mask.png``
-and ``scene.yaml``. The output is deterministic, so regenerating leaves the bundled files unchanged.
+and ``scene.yaml``. The output is deterministic on every machine (see :mod:`physattack.scene.vector`),
+so regenerating leaves the bundled scenes' texels and mesh text unchanged.
 """
 
 from __future__ import annotations

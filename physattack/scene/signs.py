@@ -1,9 +1,14 @@
-"""Road-sign geometry and artwork, drawn with OpenCV and extruded into UV-mapped meshes.
+"""Road-sign geometry and artwork, rasterised exactly and extruded into UV-mapped meshes.
 
 Each sign is a flat aluminium plate (a convex outline, 2 mm thick) whose front is covered by one
 texture, with a grey back, bare edges and a square post behind it reaching the ground. The face
 centre is the world origin, the face normal +z, y up; the ground lies ``mount_height_m`` below.
 Sizes follow the US MUTCD where the sign exists there.
+
+The artwork is vector shapes in metres (polygons, discs, strokes and legends in the project's own
+stroke font, :mod:`physattack.scene.font`) rasterised by :mod:`physattack.scene.vector` with
+integer arithmetic only, so the textures are the same texels whatever OpenCV, Pillow or numpy is
+installed; trigonometry goes through :mod:`math` on scalars for the same reason.
 """
 
 from __future__ import annotations
@@ -12,11 +17,12 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-import cv2
 import numpy as np
 import torch
 
+from physattack.scene.font import BOLD, REGULAR, legend
 from physattack.scene.mesh import Material, Mesh
+from physattack.scene.vector import disc, ellipse, line, mask, paint, polygon, polygons
 
 RED = (190, 30, 45)
 WHITE = (245, 245, 242)
@@ -25,115 +31,120 @@ YELLOW = (250, 200, 25)
 
 TEXTURE_LONG_SIDE_PX = 512
 
+ToPixels = Callable[[float, float], tuple[float, float]]
+
 
 @dataclass(frozen=True)
 class SignDesign:
-    """One sign: its class name, outline in metres (convex, counter-clockwise) and artwork."""
+    """One sign: its class name, outline in metres (convex, counter-clockwise) and artwork.
+
+    ``draw(img, px, scale)`` paints the face onto ``img`` (H×W×3 uint8); ``px(x, y)`` maps metres on
+    the face to texture pixels (floats, pixel ``j`` spanning ``[j, j + 1]``), ``scale`` is pixels per metre.
+    """
 
     name: str
     class_name: str
     outline_m: np.ndarray
-    draw: Callable[[np.ndarray, Callable[[float, float], tuple[int, int]], float], None]
+    draw: Callable[[np.ndarray, ToPixels, float], None]
     description: str
 
 
 def _regular(n: int, radius: float, phase_deg: float) -> np.ndarray:
-    a = np.deg2rad(phase_deg + 360.0 * np.arange(n) / n)
-    return np.stack([radius * np.cos(a), radius * np.sin(a)], axis=1)
+    angles = [math.radians(phase_deg + 360.0 * k / n) for k in range(n)]
+    return np.array([[radius * math.cos(a), radius * math.sin(a)] for a in angles])
 
 
 def _rect(w: float, h: float) -> np.ndarray:
     return np.array([[-w / 2, -h / 2], [w / 2, -h / 2], [w / 2, h / 2], [-w / 2, h / 2]])
 
 
-def _text(img, text, centre, width_px, colour, thickness_frac=0.14, font=cv2.FONT_HERSHEY_DUPLEX):
-    """Write ``text`` centred on ``centre`` so that it spans ``width_px``."""
-    (w, h), _ = cv2.getTextSize(text, font, 1.0, 1)
-    scale = width_px / w
-    thick = max(1, int(round(h * scale * thickness_frac)))
-    (w, h), _ = cv2.getTextSize(text, font, scale, thick)
-    org = (int(centre[0] - w / 2), int(centre[1] + h / 2))
-    cv2.putText(img, text, org, font, scale, colour, thick, cv2.LINE_AA)
+def _poly(img, px, pts_m, colour):
+    paint(img, polygon([px(*p) for p in pts_m]), colour)
 
 
-def _poly(img, pts_px, colour):
-    cv2.fillPoly(img, [np.round(np.asarray(pts_px) * 16).astype(np.int32)], colour, cv2.LINE_AA, shift=4)
+def _line(img, px, a_m, b_m, width_m, scale, colour):
+    paint(img, line(px(*a_m), px(*b_m), width_m * scale), colour)
 
+
+def _text(img, px, scale, text, centre_m, cap_m, width_m, colour, weight=BOLD):
+    """Write ``text`` with its capitals' ink box centred on ``centre_m``, ``cap_m`` tall and ``width_m`` wide."""
+    paint(img, legend(text, px(*centre_m), cap_m * scale, width_m * scale, weight), colour)
+
+
+# Each face starts as its ground colour over the whole texture: the outline is the mesh's edge, and
+# texels astride it then hold face colours only (never a blend with what lies beyond the sign).
+# The legends' ink boxes are those the signs were first drawn with (to the millimetre), so the
+# bundled victims, trained on those renders, see the same letters in the same places.
 
 def _draw_stop(img, px, s):
-    _poly(img, [px(*p) for p in _regular(8, 0.375 / math.cos(math.pi / 8), 22.5)], WHITE)
-    _poly(img, [px(*p) for p in _regular(8, (0.375 - 0.02) / math.cos(math.pi / 8), 22.5)], RED)
-    _text(img, "STOP", px(0, 0), 0.60 * s, WHITE, 0.16)
+    img[:] = WHITE
+    _poly(img, px, _regular(8, (0.375 - 0.02) / math.cos(math.pi / 8), 22.5), RED)
+    _text(img, px, s, "STOP", (-0.002, -0.026), 0.160, 0.615, WHITE)
 
 
 def _draw_yield(img, px, s):
-    outline = YIELD_OUTLINE
-    _poly(img, [px(*p) for p in outline], RED)
-    inner = outline * 0.52 + np.array([0.0, 0.02])
-    _poly(img, [px(*p) for p in inner], WHITE)
-    _text(img, "YIELD", px(0, 0.055), 0.26 * s, RED, 0.17)
+    img[:] = RED
+    _poly(img, px, YIELD_OUTLINE * 0.52 + np.array([0.0, 0.02]), WHITE)
+    _text(img, px, s, "YIELD", (-0.004, 0.044), 0.063, 0.270, RED)
 
 
 def _draw_speed(img, px, s):
-    _poly(img, [px(*p) for p in _rect(0.6, 0.75)], BLACK)
-    _poly(img, [px(*p) for p in _rect(0.57, 0.72)], WHITE)
-    _text(img, "SPEED", px(0, 0.24), 0.40 * s, BLACK)
-    _text(img, "LIMIT", px(0, 0.11), 0.36 * s, BLACK)
-    _text(img, "45", px(0, -0.12), 0.42 * s, BLACK, 0.15, cv2.FONT_HERSHEY_SIMPLEX)
+    img[:] = BLACK
+    _poly(img, px, _rect(0.57, 0.72), WHITE)
+    _text(img, px, s, "SPEED", (-0.003, 0.226), 0.085, 0.408, BLACK)
+    _text(img, px, s, "LIMIT", (0.001, 0.096), 0.093, 0.362, BLACK)
+    _text(img, px, s, "45", (-0.007, -0.157), 0.229, 0.404, BLACK, REGULAR)
 
 
 def _draw_do_not_enter(img, px, s):
-    _poly(img, [px(*p) for p in _rect(0.75, 0.75)], WHITE)
-    cv2.circle(img, px(0, 0), int(0.35 * s), RED, -1, cv2.LINE_AA)
-    _poly(img, [px(*p) for p in _rect(0.52, 0.1)], WHITE)
-    _text(img, "DO NOT", px(0, 0.16), 0.40 * s, WHITE)
-    _text(img, "ENTER", px(0, -0.16), 0.38 * s, WHITE)
+    img[:] = WHITE
+    paint(img, disc(px(0, 0), 0.35 * s), RED)
+    _poly(img, px, _rect(0.52, 0.1), WHITE)
+    _text(img, px, s, "DO NOT", (0.001, 0.147), 0.076, 0.402, WHITE)
+    _text(img, px, s, "ENTER", (0.001, -0.172), 0.080, 0.378, WHITE)
 
 
 def _draw_pedestrian(img, px, s):
-    d = DIAMOND_OUTLINE
-    _poly(img, [px(*p) for p in d], BLACK)
-    _poly(img, [px(*p) for p in d * 0.95], YELLOW)
-    t = max(2, int(0.045 * s))
-    cv2.circle(img, px(0.02, 0.22), int(0.055 * s), BLACK, -1, cv2.LINE_AA)
+    img[:] = BLACK
+    _poly(img, px, DIAMOND_OUTLINE * 0.95, YELLOW)
+    paint(img, disc(px(0.02, 0.22), 0.055 * s), BLACK)
     for a, b in [((0.0, 0.15), (-0.03, -0.05)), ((-0.03, -0.05), (-0.14, -0.26)),
                  ((-0.03, -0.05), (0.10, -0.27)), ((0.0, 0.12), (-0.13, 0.0)),
                  ((0.0, 0.12), (0.12, 0.02))]:
-        cv2.line(img, px(*a), px(*b), BLACK, t, cv2.LINE_AA)
+        _line(img, px, a, b, 0.045, s, BLACK)
 
 
 def _draw_keep_right(img, px, s):
-    _poly(img, [px(*p) for p in _rect(0.6, 0.75)], BLACK)
-    _poly(img, [px(*p) for p in _rect(0.57, 0.72)], WHITE)
-    cv2.ellipse(img, px(-0.09, -0.12), (int(0.09 * s), int(0.2 * s)), 0, 0, 360, BLACK, -1, cv2.LINE_AA)
-    t = max(2, int(0.05 * s))
-    cv2.line(img, px(0.09, -0.3), px(0.09, 0.12), BLACK, t, cv2.LINE_AA)
-    _poly(img, [px(-0.03, 0.10), px(0.21, 0.10), px(0.09, 0.30)], BLACK)
+    img[:] = BLACK
+    _poly(img, px, _rect(0.57, 0.72), WHITE)
+    paint(img, ellipse(px(-0.09, -0.12), 0.09 * s, 0.2 * s), BLACK)
+    _line(img, px, (0.09, -0.3), (0.09, 0.12), 0.05, s, BLACK)
+    _poly(img, px, [(-0.03, 0.10), (0.21, 0.10), (0.09, 0.30)], BLACK)
 
 
 def _draw_one_way(img, px, s):
-    _poly(img, [px(*p) for p in _rect(0.9, 0.3)], BLACK)
-    _poly(img, [px(*p) for p in np.array([[-0.38, -0.07], [0.22, -0.07], [0.22, -0.12], [0.40, 0.0],
-                                          [0.22, 0.12], [0.22, 0.07], [-0.38, 0.07]])], WHITE)
-    _text(img, "ONE WAY", px(-0.06, 0.0), 0.46 * s, BLACK, 0.12)
+    img[:] = BLACK
+    shaft = [(-0.38, -0.07), (0.22, -0.07), (0.22, 0.07), (-0.38, 0.07)]
+    head = [(0.22, -0.12), (0.40, 0.0), (0.22, 0.12)]
+    paint(img, polygons([px(*p) for p in shaft], [px(*p) for p in head]), WHITE)
+    _text(img, px, s, "ONE WAY", (-0.060, -0.011), 0.074, 0.467, BLACK)
 
 
 def _draw_do_not_pass(img, px, s):
-    _poly(img, [px(*p) for p in _rect(0.6, 0.75)], BLACK)
-    _poly(img, [px(*p) for p in _rect(0.57, 0.72)], WHITE)
-    _text(img, "DO", px(0, 0.2), 0.2 * s, BLACK)
-    _text(img, "NOT", px(0, 0.0), 0.32 * s, BLACK)
-    _text(img, "PASS", px(0, -0.2), 0.42 * s, BLACK)
+    img[:] = BLACK
+    _poly(img, px, _rect(0.57, 0.72), WHITE)
+    _text(img, px, s, "DO", (0.0, 0.185), 0.099, 0.190, BLACK)
+    _text(img, px, s, "NOT", (0.002, -0.017), 0.108, 0.310, BLACK)
+    _text(img, px, s, "PASS", (0.002, -0.218), 0.110, 0.416, BLACK)
 
 
 def _draw_railroad(img, px, s):
-    cv2.circle(img, px(0, 0), int(0.45 * s), BLACK, -1, cv2.LINE_AA)
-    cv2.circle(img, px(0, 0), int(0.43 * s), YELLOW, -1, cv2.LINE_AA)
-    t = max(2, int(0.05 * s))
-    cv2.line(img, px(-0.3, 0.3), px(0.3, -0.3), BLACK, t, cv2.LINE_AA)
-    cv2.line(img, px(-0.3, -0.3), px(0.3, 0.3), BLACK, t, cv2.LINE_AA)
-    _text(img, "R", px(-0.2, 0.0), 0.12 * s, BLACK, 0.2)
-    _text(img, "R", px(0.2, 0.0), 0.12 * s, BLACK, 0.2)
+    img[:] = BLACK
+    paint(img, disc(px(0, 0), 0.43 * s), YELLOW)
+    _line(img, px, (-0.3, 0.3), (0.3, -0.3), 0.05, s, BLACK)
+    _line(img, px, (-0.3, -0.3), (0.3, 0.3), 0.05, s, BLACK)
+    _text(img, px, s, "R", (-0.199, -0.019), 0.116, 0.102, BLACK)
+    _text(img, px, s, "R", (0.201, -0.019), 0.116, 0.102, BLACK)
 
 
 _TRI_H = 0.9 * math.sqrt(3) / 2
@@ -165,32 +176,49 @@ def draw_texture(design: SignDesign) -> tuple[np.ndarray, np.ndarray, tuple[floa
 
     Returns:
         texture: H×W×3 uint8 RGB, covering the outline's bounding box; texels outside the outline
-            hold the nearest face colour (so bilinear filtering at the edge never bleeds black).
-        face_mask: H×W uint8 in {0, 255}, the texels on the face.
+            hold the nearest face texel's colour (so bilinear filtering at the edge never bleeds black).
+        face_mask: H×W uint8 in {0, 255}, the texels at least half on the face.
         size_m: (width, height) in metres of the area the texture covers.
     """
     lo, hi = design.outline_m.min(0), design.outline_m.max(0)
-    w_m, h_m = hi - lo
+    w_m, h_m = (float(v) for v in hi - lo)
     scale = TEXTURE_LONG_SIDE_PX / max(w_m, h_m)
     w_px, h_px = int(round(w_m * scale)), int(round(h_m * scale))
 
     def px(x: float, y: float) -> tuple[float, float]:
-        return ((x - lo[0]) * scale, (hi[1] - y) * scale)
+        return (float(x) - float(lo[0])) * scale, (float(hi[1]) - float(y)) * scale
 
     img = np.zeros((h_px, w_px, 3), np.uint8)
-    design.draw(img, lambda x, y: tuple(int(round(c)) for c in px(x, y)), scale)
-    mask = np.zeros((h_px, w_px), np.uint8)
-    _poly(mask, [px(*p) for p in design.outline_m], 255)
-    # Extend the face colours outward so minified texture lookups at the rim stay on the sign's colours.
-    inside = mask > 127
-    if not inside.all():
-        _, labels = cv2.distanceTransformWithLabels((~inside).astype(np.uint8), cv2.DIST_L2, 5,
-                                                    labelType=cv2.DIST_LABEL_PIXEL)
-        ys, xs = np.nonzero(inside)
-        lut = np.zeros((labels.max() + 1, 3), np.uint8)
-        lut[labels[ys, xs]] = img[ys, xs]
-        img = np.where(inside[..., None], img, lut[labels])
-    return img, mask, (float(w_m), float(h_m))
+    design.draw(img, px, scale)
+    inside = mask(polygon([px(*p) for p in design.outline_m]), h_px, w_px)
+    return nearest_face_colours(img, inside), inside.astype(np.uint8) * 255, (w_m, h_m)
+
+
+def nearest_face_colours(img: np.ndarray, inside: np.ndarray, chunk: int = 2048) -> np.ndarray:
+    """``img`` with every texel off the face replaced by its nearest face texel (exactly).
+
+    Nearest is the least squared Euclidean distance between texel centres, ties going to the face
+    texel that comes first in row-major order. Only the face's rim can be nearest (a texel one step
+    closer would be), so the search runs over the rim, in integers, ``chunk`` texels at a time.
+
+    Args:
+        img: H×W×C texture.
+        inside: H×W bool, the face; it must hold at least one texel.
+    """
+    if inside.all():
+        return img.copy()
+    if not inside.any():
+        raise ValueError("the face covers no texel")
+    out_pad = np.pad(~inside, 1, constant_values=False)          # off the image is never "outside"
+    rim = inside & (out_pad[:-2, 1:-1] | out_pad[2:, 1:-1] | out_pad[1:-1, :-2] | out_pad[1:-1, 2:])
+    ry, rx = (v.astype(np.int32) for v in np.nonzero(rim))       # row-major: the first minimum wins ties
+    oy, ox = (v.astype(np.int32) for v in np.nonzero(~inside))
+    out = img.copy()
+    for k in range(0, len(oy), chunk):
+        y, x = oy[k:k + chunk, None], ox[k:k + chunk, None]
+        best = np.argmin((y - ry) ** 2 + (x - rx) ** 2, axis=1)
+        out[oy[k:k + chunk], ox[k:k + chunk]] = img[ry[best], rx[best]]
+    return out
 
 
 def build_mesh(design: SignDesign, thickness_m: float = 0.002, mount_height_m: float = 2.1,
@@ -223,7 +251,8 @@ def build_mesh(design: SignDesign, thickness_m: float = 0.002, mount_height_m: f
     for k in range(n):
         a, b = k, (k + 1) % n
         e = out[b] - out[a]
-        normals.append((e[1] / np.hypot(*e), -e[0] / np.hypot(*e), 0.0))
+        length = math.hypot(float(e[0]), float(e[1]))
+        normals.append((e[1] / length, -e[0] / length, 0.0))
         ni = len(normals) - 1
         add_tri((a, n + a, n + b), (flat_uv,) * 3, (ni,) * 3, 2)
         add_tri((a, n + b, b), (flat_uv,) * 3, (ni,) * 3, 2)

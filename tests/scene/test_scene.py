@@ -12,6 +12,7 @@ import yaml
 
 from physattack.errors import InputError
 from physattack.scene import SceneError, available_scenes, load_scene
+from physattack.scene.boards import write_board_scene
 from physattack.scene.generate import write_sign_scene
 from physattack.scene.scene import bundled_scenes_dir
 from physattack.scene.signs import SIGNS, draw_texture
@@ -140,14 +141,29 @@ def test_scene_without_face_mask_may_be_patched_everywhere(stop_copy):
     assert torch.equal(scene.face_mask, torch.ones(1, 512, 512))
 
 
-def test_regenerating_stop_sign_is_byte_identical(tmp_path):
-    folder = write_sign_scene(SIGNS["stop_sign"], tmp_path)
-    assert folder == tmp_path / "stop_sign"
-    bundled = bundled_scenes_dir() / "stop_sign"
-    for name in ("texture.png", "face_mask.png", "sign.obj", "sign.mtl"):
-        assert (folder / name).read_bytes() == (bundled / name).read_bytes(), name
-    assert yaml.safe_load((folder / "scene.yaml").read_text()) == \
-        yaml.safe_load((bundled / "scene.yaml").read_text())
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory):
+    """Every bundled scene written afresh by the generator, into a temporary folder."""
+    out = tmp_path_factory.mktemp("scenes")
+    for design in SIGNS.values():
+        assert write_sign_scene(design, out) == out / design.name
+    write_board_scene(out)
+    return out
+
+
+@pytest.mark.parametrize("name", [*SIGNS, "reprogram_board"])
+def test_regenerating_a_bundled_scene_reproduces_its_texels_and_mesh_text(regenerated, name):
+    # Texels, not PNG bytes: another PNG encoder may compress the same texels differently.
+    folder, bundled = regenerated / name, bundled_scenes_dir() / name
+    for image in ("texture.png", "face_mask.png"):
+        fresh = cv2.imread(str(folder / image), cv2.IMREAD_UNCHANGED)
+        kept = cv2.imread(str(bundled / image), cv2.IMREAD_UNCHANGED)
+        assert fresh.dtype == kept.dtype and fresh.shape == kept.shape, image
+        differ = (fresh != kept).reshape(fresh.shape[0], fresh.shape[1], -1).any(-1)
+        assert not differ.any(), f"{image}: {int(differ.sum())} texels differ"
+    for text in ("sign.obj", "sign.mtl"):
+        assert (folder / text).read_text() == (bundled / text).read_text(), text
+    assert yaml.safe_load((folder / "scene.yaml").read_text()) == yaml.safe_load((bundled / "scene.yaml").read_text())
 
 
 def test_draw_texture_sizes_follow_the_outline():
