@@ -141,10 +141,11 @@ def write_error(exc: BaseException | None) -> WriteError | None:
 
 class Interrupted(BaseException):
     """SIGTERM (or another stop signal) delivered to a command, raised where it was: like
-    KeyboardInterrupt, it unwinds through ``finally`` blocks so that what was written stays whole."""
+    KeyboardInterrupt, it unwinds through ``finally`` blocks so that what was written stays whole.
+    ``kept``: what the command kept and how to go on, when it knows better than "the files it wrote"."""
 
-    def __init__(self, signum: int):
-        self.signum = signum
+    def __init__(self, signum: int, kept: str | None = None):
+        self.signum, self.kept = signum, kept
         super().__init__(signum)
 
 

@@ -41,11 +41,13 @@ def fail_write(err: WriteError, hint: str = "") -> int:
     return WRITE_FAILED
 
 
-def interrupted(signum: int, module: str, where: Path | None = None) -> int:
+def interrupted(signum: int, module: str, where: Path | None = None, kept: str | None = None) -> int:
     """A command stopped by Ctrl-C or SIGTERM: one sentence, exit status 128 + the signal's number."""
-    kept = f" in {where}" if where is not None and where.exists() else ""
-    print(f"interrupted by {signal.Signals(signum).name}: python -m {module} stopped before it finished; the files "
-          f"it had written{kept} are whole and kept.", file=sys.stderr)
+    if kept is None:
+        place = f" in {where}" if where is not None and where.exists() else ""
+        kept = f"the files it had written{place} are whole and kept"
+    print(f"interrupted by {signal.Signals(signum).name}: python -m {module} stopped before it finished; {kept}.",
+          file=sys.stderr)
     return 128 + signum
 
 
@@ -79,7 +81,7 @@ def guarded(fn: Callable[[], int | None], module: str, where: Callable[[], Path 
             return interrupted(signal.SIGINT, module, where())
         except Interrupted as stop:
             tidy()
-            return interrupted(stop.signum, module, where())
+            return interrupted(stop.signum, module, where(), stop.kept)
         except Exception as exc:
             err = input_error(exc)
             if err is not None:
@@ -130,6 +132,8 @@ class HydraCommand:
             folder of its own, or inside the folder ``resume=`` names) or ``beside`` (a new folder next to
             the finished run's files that ``run_dir=`` names).
         check: a first look at the composed config before any folder is made (e.g. that ``run_dir=`` is a run).
+        continues: the folder an interrupted run of this very command left unfinished, which this run takes
+            over and continues in (e.g. a drive report's kept drives), or None for a new folder.
     """
 
     module: str
@@ -139,6 +143,7 @@ class HydraCommand:
     task: Callable[[Any, Path], Any]
     output: str = "run"
     check: Callable[[Any], None] | None = None
+    continues: Callable[[Any], Path | None] | None = None
 
     def main(self, argv: list[str] | None = None) -> int:
         return run_hydra(self, argv)
@@ -149,7 +154,7 @@ def run_hydra(command: HydraCommand, argv: list[str] | None = None) -> int:
     import hydra
     from hydra._internal.utils import get_args_parser
 
-    from physattack.cli.rundir import claim_output, remove_if_untouched
+    from physattack.cli.rundir import claim_output, continue_in, remove_if_untouched
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = get_args_parser().parse_args(argv)
@@ -168,7 +173,9 @@ def run_hydra(command: HydraCommand, argv: list[str] | None = None) -> int:
                 if command.check is not None:
                     command.check(cfg)
                 if not args.multirun:
-                    extra, made = claim_output(command.output, cfg, args.overrides)
+                    taken = command.continues(cfg) if command.continues is not None else None
+                    extra, made = (continue_in(taken) if taken is not None
+                                   else claim_output(command.output, cfg, args.overrides))
         except Exception as exc:
             err = input_error(exc)
             if err is None:

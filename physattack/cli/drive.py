@@ -8,6 +8,7 @@ Every attack run ends with the same report on the smaller ``conf/drive/quick.yam
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -16,12 +17,29 @@ from physattack.cli import build
 from physattack.cli.attack import camera_stage
 from physattack.cli.door import HydraCommand
 from physattack.cli.kinds import PerceptionInputs, kind_of_run
+from physattack.cli.rundir import resolved
 from physattack.cli.runs import check_run_dir, open_run
+from physattack.drive.store import continuing, write_command
 from physattack.errors import InputError
 
 
+def command_identity(cfg: DictConfig) -> dict:
+    """What makes two drive commands the same report: the run and the drive settings."""
+    return {"run_dir": str(resolved(cfg.run_dir)), "drive": OmegaConf.to_container(cfg.drive, resolve=True),
+            "device": str(cfg.device)}
+
+
+def unfinished_report(cfg: DictConfig) -> Path | None:
+    """A drive report an interrupted run of this very command left in the run folder, to continue in."""
+    run_dir = resolved(cfg.run_dir)
+    candidates = sorted((p for p in run_dir.glob("drive*") if p.is_dir() and re.fullmatch(r"drive(-\d+)?", p.name)),
+                        key=lambda p: int(p.name.split("-")[1]) if "-" in p.name else 1)
+    return continuing(candidates, command_identity(cfg))
+
+
 def run_drive(cfg: DictConfig, out_dir: str | Path) -> dict:
-    """Judge the run ``cfg.run_dir``'s patch on the drives of ``cfg.drive``; write into ``out_dir``."""
+    """Judge the run ``cfg.run_dir``'s patch on the drives of ``cfg.drive``; write into ``out_dir`` (continuing
+    the drives an interrupted run of the same command kept there)."""
     if not cfg.drive.get("enabled", True):
         raise InputError("drive=none judges no drives (it only turns the report off at the end of an attack run): "
                          "choose drive=default (the held-out set) or drive=quick.")
@@ -40,6 +58,7 @@ def run_drive(cfg: DictConfig, out_dir: str | Path) -> dict:
         raise InputError(f"{run.run_dir} is a {kind.name} run, which is not judged on drives.")
     evaluation = build.drive_evaluation(cfg.drive, perception, scene=run.scene, renderer=run.renderer,
                                         backgrounds=run.eval_bank)
+    write_command(out_dir, command_identity(cfg))
     tracker = build.tracker(cfg, out_dir, OmegaConf.to_container(cfg, resolve=True))
     try:
         return evaluation.report(run.adv_texture, out_dir, summary, tracker=tracker,
@@ -62,6 +81,6 @@ COMMAND = HydraCommand(
            "python -m physattack.drive run_dir=<run> drive=quick",
            "python -m physattack.drive run_dir=<run> drive.drives.speeds_kmh=[50] drive.settings.k=2 "
            "drive.settings.n=3"),
-    task=task, output="beside", check=check_run_dir)
+    task=task, output="beside", check=check_run_dir, continues=unfinished_report)
 
 main = COMMAND.main

@@ -171,6 +171,15 @@ def claim_output(output: str, cfg, overrides: list[str]) -> tuple[list[str], tup
     return [f"hydra.run.dir={quote(out)}"], (out, made)
 
 
+def continue_in(folder: Path) -> tuple[list[str], None]:
+    """Take over ``folder``, which an interrupted run of the same command left unfinished (its own work,
+    never another's: the command checks that), and point Hydra at it; nothing is made, so nothing is
+    removed if this run is refused too."""
+    folder = resolved(folder)
+    _CLAIMED.add(folder)
+    return [f"hydra.run.dir={quote(folder)}"], None
+
+
 def remove_if_untouched(made: tuple[Path, Path | None] | None) -> None:
     """Undo ``claim_output`` when the run was refused or interrupted before it saved any work (nothing
     but Hydra's files, the W&B folder and the config): the folder it made (and the parents made with it)

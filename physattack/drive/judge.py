@@ -9,15 +9,16 @@ attacked (RP2's rule, per drive), beside the unconditional share that runs the s
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 from torch import Tensor
 
-from physattack.drive.stacks import PanelVictim, Readings, cat_readings
+from physattack.drive.stacks import Needed, PanelVictim, Readings, cat_readings
 from physattack.drive.trajectories import braking_distance_m
-from physattack.errors import InputError, check_range
+from physattack.errors import InputError, Interrupted, check_range
 from physattack.evaluate.members import held_out_selection
 from physattack.evaluate.metrics import rate
 
@@ -48,6 +49,9 @@ class DriveSettings:
             drives are judged to the last frame, the others only until their verdict is known).
         videos: drives written as MP4 (clean above attacked).
         video_scale: the videos' frame size as a share of the sensor's.
+        early_stop: stop reading a drive for the stack or a panel victim once it has recognised the sign
+            (its verdict is then known); ``false`` reads every drive to its braking point, for a check that
+            the verdicts are the same.
     """
 
     k: int = 3
@@ -58,6 +62,7 @@ class DriveSettings:
     timelines: int = 3
     videos: int = 2
     video_scale: float = 0.5
+    early_stop: bool = True
 
     def __post_init__(self) -> None:
         key = "drive.settings."
@@ -94,8 +99,8 @@ class DriveOutcome:
     """One drive judged with the clean and the attacked sign.
 
     ``recognised``: name (``clean``, ``attacked``) -> the frame index at which the sign was
-    recognised (k of n), or None; ``readings``: name -> the stack's ``Readings`` of the judged frames
-    (the first ``judged`` frames of ``frames``).
+    recognised (k of n), or None; ``readings``: name -> the stack's ``Readings`` of the frames read (the
+    first ones of ``frames``; ``judged``: the most read for any texture).
     """
 
     index: int
@@ -126,7 +131,7 @@ class DriveOutcome:
 
     def timeline(self, name: str, labels: tuple[str, ...]) -> dict:
         r = self.readings[name]
-        return {"distance_m": [round(float(v), 2) for v in self.frames.distance_m[:self.judged]],
+        return {"distance_m": [round(float(v), 2) for v in self.frames.distance_m[:len(r.correct)]],
                 "label": [labels[int(v)] if v >= 0 else None for v in r.label],
                 "score": [round(float(v), 4) for v in r.score], "correct": [bool(v) for v in r.correct]}
 
@@ -153,26 +158,43 @@ class Judging:
 def judge_drive(index: int, drive, frames, judging: Judging, whole: bool) -> DriveOutcome:
     """Render and read one drive with each of ``judging``'s textures, ``chunk`` frames at a time.
 
-    ``whole``: judge every frame and keep every frame's detections (for timelines and videos); else stop
-    at the first frame past the braking point, where the verdict is known, and keep no detections.
+    ``whole``: judge every frame and keep every frame's detections (for timelines and videos). Else stop
+    where the verdict is known and keep no detections: at the first frame past the braking point, or —
+    with ``settings.early_stop`` — as soon as the stack and every panel victim has recognised the sign
+    (the frame it did so, and so the verdict, does not change with the frames after it); a panel victim
+    or the stack whose verdict is known stops reading while the others go on.
     """
     settings, stack, chunk = judging.settings, judging.stack, judging.chunk
     braking = settings.braking_m(drive.speed_kmh)
     past = torch.nonzero(frames.distance_m < braking).flatten()
     judged = len(frames) if whole or len(past) == 0 else int(past[0]) + 1
-    readings = {}
+    early = settings.early_stop and not whole
+    readings, read_frames = {}, 0
     for name, texture in judging.textures.items():
-        parts = []
+        parts: list[Readings] = []
+        needed = Needed(True, None)
         for start in range(0, judged, chunk):
             sub = frames[start:min(judged, start + chunk)]
             views = judging.renderer.render(judging.scene, texture, sub, region=stack.region)
-            read = stack.read(judging.images(views), views.region, views.boxes)
+            read = stack.read(judging.images(views), views.region, views.boxes, needed)
             parts.append(read if whole else read.verdicts())
+            if early:
+                needed = still_needed(cat_readings(parts), settings)
+                if not needed.own and not needed.panel:
+                    break
         readings[name] = cat_readings(parts)
+        read_frames = max(read_frames, len(readings[name].correct))
     recognised = {n: first_recognition(r.correct, settings.k, settings.n) for n, r in readings.items()}
     panel = {n: {v: first_recognition(c, settings.k, settings.n) for v, c in r.panel.items()}
              for n, r in readings.items()}
-    return DriveOutcome(index, drive, frames, braking, judged, readings, recognised, panel)
+    return DriveOutcome(index, drive, frames, braking, read_frames, readings, recognised, panel)
+
+
+def still_needed(readings: Readings, settings: DriveSettings) -> Needed:
+    """Whose readings a drive still needs: the stack's and the panel victims' that have not recognised the
+    sign yet (once one has, the frame it did and so its verdict are fixed)."""
+    known = lambda correct: first_recognition(correct, settings.k, settings.n) is not None  # noqa: E731
+    return Needed(not known(readings.correct), frozenset(v for v, c in readings.panel.items() if not known(c)))
 
 
 def drive_metrics(outcomes: list[DriveOutcome]) -> dict:
@@ -221,16 +243,32 @@ def panel_metrics(outcomes: list[DriveOutcome], panel: dict[str, PanelVictim], s
                                   "attack_success_rate": mean(other)}}
 
 
-def evaluate_drives(judging: Judging, drives: list, progress: bool = False) -> list[DriveOutcome]:
+def evaluate_drives(judging: Judging, drives: list, progress: bool = False, store=None) -> list[DriveOutcome]:
     """Judge every drive with each texture (``clean``, ``attacked``); the first ``max(timelines,
-    videos)`` drives are judged to their last frame, the others until their verdict is known."""
+    videos)`` drives are judged to their last frame, the others until their verdict is known.
+
+    ``store`` (a ``physattack.drive.store.DriveStore``) keeps each drive's results as it finishes and
+    gives back those an earlier run of the same report finished; stopped by Ctrl-C or SIGTERM, this says
+    in one sentence how many drives it kept."""
     from tqdm import tqdm
 
     settings = judging.settings
     check_braking(drives, settings)
     shown = max(settings.timelines, settings.videos)
     outcomes = []
-    for i, drive in enumerate(tqdm(drives, desc="drives", unit="drive", disable=not progress)):
-        frames = drive.frames(judging.renderer.dashcam, judging.scene.texture_size_m)
-        outcomes.append(judge_drive(i, drive, frames, judging, whole=i < shown))
+    try:
+        for i, drive in enumerate(tqdm(drives, desc="drives", unit="drive", disable=not progress)):
+            frames = drive.frames(judging.renderer.dashcam, judging.scene.texture_size_m)
+            outcome = store.load(i, drive, frames) if store is not None else None
+            if outcome is None:
+                outcome = judge_drive(i, drive, frames, judging, whole=i < shown)
+                if store is not None:
+                    store.save(outcome)
+            outcomes.append(outcome)
+    except (KeyboardInterrupt, Interrupted) as stop:
+        if store is None:
+            raise
+        signum = stop.signum if isinstance(stop, Interrupted) else signal.SIGINT
+        raise Interrupted(signum, f"{store.kept()} of {len(drives)} drives are judged and kept in "
+                                  f"{store.folder.parent}; run the same command again to continue from there") from None
     return outcomes

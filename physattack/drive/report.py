@@ -6,6 +6,7 @@ import cv2
 from torch import Tensor
 
 from physattack.drive.judge import DriveOutcome, DriveSettings, Judging, drive_metrics, evaluate_drives, panel_metrics
+from physattack.drive.store import DriveStore, judging_key
 from physattack.drive.video import timeline_figure, write_video
 
 
@@ -151,7 +152,8 @@ def report_drives(evaluation, *, out_dir, clean_texture: Tensor, adv_texture: Te
                   tracker=None, photograph=None, progress: bool = False) -> dict:
     """Judge ``evaluation``'s drives (a ``physattack.drive.build.DriveEvaluation``) clean and attacked, write
     ``drive.json``, ``drive.md``, timeline plots and videos into ``out_dir`` and log them; returns the drive
-    section of the run report."""
+    section of the run report. Each drive's results are kept in ``out_dir/per_drive`` as it finishes
+    (``physattack.drive.store``), and those an interrupted run of the same report left there are reused."""
     from pathlib import Path
 
     import matplotlib.pyplot as plt
@@ -163,7 +165,7 @@ def report_drives(evaluation, *, out_dir, clean_texture: Tensor, adv_texture: Te
                                                 evaluation.stack, evaluation.settings)
     textures = {"clean": clean_texture} if adv_texture is None else {"clean": clean_texture, "attacked": adv_texture}
     judging = Judging(scene, textures, renderer, stack, settings, photograph)
-    outcomes = evaluate_drives(judging, drives, progress)
+    outcomes = evaluate_drives(judging, drives, progress, DriveStore(out_dir, judging_key(judging)))
     metrics = drive_metrics(outcomes)
     if stack.panel:
         metrics["panel"] = {**panel_metrics(outcomes, stack.panel, stack.panel_skipped),

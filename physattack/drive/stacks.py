@@ -241,6 +241,18 @@ class Panel:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Needed:
+    """Whose readings a stack must still make: its own (``own``) and those of the panel victims named in
+    ``panel`` (None: every one). A reader whose verdict on a drive is known need not read on."""
+
+    own: bool = True
+    panel: frozenset[str] | None = None
+
+    def wants(self, name: str) -> bool:
+        return self.panel is None or name in self.panel
+
+
 def _blank(t: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Readings' fields for T frames in which nothing was found."""
     return torch.zeros(t, dtype=torch.bool), torch.full((t,), -1), torch.zeros(t), torch.zeros(t, 4)
@@ -275,10 +287,13 @@ class DetectorStack:
         return (min(r[0] for r in regions), min(r[1] for r in regions),
                 max(r[2] for r in regions), max(r[3] for r in regions))
 
-    def read(self, images: Tensor, region: Region, sign_boxes: Tensor) -> Readings:
-        dets = self.tiled(images, region)
+    def read(self, images: Tensor, region: Region, sign_boxes: Tensor, needed: Needed | None = None) -> Readings:
+        """What the stack (and its panel) read in each frame; ``needed``: whose readings are still wanted
+        (the others' verdicts are known: their detectors do not run and their frames read as not seen)."""
+        needed = needed or Needed(True, None)
+        t = images.shape[0]
+        dets = self.tiled(images, region) if needed.own else [Detections.empty() for _ in range(t)]
         thr = self.tiled.detector.score_threshold
-        t = len(dets)
         correct, label, score, box = _blank(t)
         for i, (d, sign) in enumerate(zip(dets, sign_boxes)):
             near = _on_sign(d, sign, self.iou, 0.0)
@@ -291,7 +306,8 @@ class DetectorStack:
                 label[i], box[i] = int(d.labels[j]), d.boxes[j]
                 correct[i] = bool((hit & (d.labels == self.true_label)).any())
         panel = {name: _sees(member.model(images, region), sign_boxes, member.true_labels, self.iou,
-                             member.model.detector.score_threshold) for name, member in self.panel.items()}
+                             member.model.detector.score_threshold) if needed.wants(name)
+                 else torch.zeros(t, dtype=torch.bool) for name, member in self.panel.items()}
         return Readings(correct, label, score, box, dets, panel)
 
 
@@ -343,7 +359,10 @@ class TwoStageStack:
         return roi_align(images, rois.to(images.dtype), self.crop_px, 1.0, sampling_ratio=2, aligned=True)
 
     @torch.no_grad()
-    def read(self, images: Tensor, region: Region, sign_boxes: Tensor) -> Readings:
+    def read(self, images: Tensor, region: Region, sign_boxes: Tensor, needed: Needed | None = None) -> Readings:
+        """What the stack (and its panel) read in each frame; ``needed``: whose readings are still wanted (the
+        detector runs whenever anyone's are: the panel reads its crops; the others read as not seen)."""
+        needed = needed or Needed(True, None)
         dets = self.tiled(images, region)
         thr = self.tiled.detector.score_threshold
         t = len(dets)
@@ -359,14 +378,16 @@ class TwoStageStack:
         if found:
             idx = torch.tensor(found)
             crops = self.crops(images[idx], region, box[idx])
-            probs = _probs(self.classifier, crops)
-            pred = probs.argmax(-1)
-            label[idx] = pred
-            correct[idx] = torch.isin(pred, self.true_labels)
-            score[idx] = probs[:, self.true_labels].sum(-1)
+            if needed.own:
+                probs = _probs(self.classifier, crops)
+                pred = probs.argmax(-1)
+                label[idx] = pred
+                correct[idx] = torch.isin(pred, self.true_labels)
+                score[idx] = probs[:, self.true_labels].sum(-1)
             for name, member in self.panel.items():          # one after another: memory stays near one's
-                panel[name][idx] = torch.isin(_probs(member.model, crops).argmax(-1),
-                                              torch.tensor(list(member.true_labels)))
+                if needed.wants(name):
+                    panel[name][idx] = torch.isin(_probs(member.model, crops).argmax(-1),
+                                                  torch.tensor(list(member.true_labels)))
         return Readings(correct, label, score, box, dets, panel)
 
 

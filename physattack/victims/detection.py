@@ -41,6 +41,11 @@ class Detections:
     def __len__(self) -> int:
         return self.scores.shape[0]
 
+    @classmethod
+    def empty(cls) -> Detections:
+        """No detection."""
+        return cls(torch.zeros(0, 4), torch.zeros(0), torch.zeros(0, dtype=torch.long))
+
     def above(self, threshold: float) -> "Detections":
         keep = self.scores >= threshold
         return Detections(self.boxes[keep], self.scores[keep], self.labels[keep])
