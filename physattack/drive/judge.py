@@ -127,6 +127,9 @@ class DriveOutcome:
         for name in self.readings:
             at = self.recognised_at_m(name)
             out[name] = {"stops": self.stops(name), "recognised_at_m": None if at is None else round(at, 2)}
+            if self.panel_recognised.get(name):
+                out[name]["panel"] = {v: {"stops": self.stops(name, v), "recognised_at_m": _m(self.recognised_at_m(name, v))}
+                                      for v in self.panel_recognised[name]}
         return out
 
     def timeline(self, name: str, labels: tuple[str, ...]) -> dict:
@@ -134,6 +137,10 @@ class DriveOutcome:
         return {"distance_m": [round(float(v), 2) for v in self.frames.distance_m[:len(r.correct)]],
                 "label": [labels[int(v)] if v >= 0 else None for v in r.label],
                 "score": [round(float(v), 4) for v in r.score], "correct": [bool(v) for v in r.correct]}
+
+
+def _m(distance: float | None) -> float | None:
+    return None if distance is None else round(distance, 2)
 
 
 @dataclass

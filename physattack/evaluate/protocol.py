@@ -23,6 +23,7 @@ from physattack.evaluate.members import (ATTACKED, Member, check_members, classi
 from physattack.evaluate.metrics import in_label_set
 from physattack.evaluate.placement import PlacementSettings, Scored, log_placement, placement_table
 from physattack.evaluate.sanity import SanityThresholds, sanity_flags
+from physattack.run_report import METRICS_FILE, read_report
 
 log = logging.getLogger("physattack.evaluate")
 
@@ -73,8 +74,12 @@ def load_atlas(path: str | Path) -> Atlas:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"No atlas at {path}; give evaluation.settings.atlas_path an atlas.json or metrics.json.")
-    data = json.loads(path.read_text())
-    data = data if "regions" in data else data.get("atlas")
+    if path.name == METRICS_FILE:                       # a run's report: read as every report is
+        report = read_report(path.parent)
+        data = report.atlas if report is not None else None
+    else:
+        data = json.loads(path.read_text())
+        data = data if isinstance(data, dict) and "regions" in data else None
     if not data:
         raise InputError(f"{path} holds no atlas; make one with `python -m physattack.atlas +scene=<scene>`.")
     return Atlas.from_dict(data)

@@ -66,8 +66,9 @@ def _line(img, px, a_m, b_m, width_m, scale, colour):
     paint(img, line(px(*a_m), px(*b_m), width_m * scale), colour)
 
 
-def _text(img, px, scale, text, centre_m, cap_m, width_m, colour, weight=BOLD):
-    """Write ``text`` with its capitals' ink box centred on ``centre_m``, ``cap_m`` tall and ``width_m`` wide."""
+def _text(img, px, scale, text, box_m, colour, weight=BOLD):
+    """Write ``text`` with its capitals' ink box ``box_m`` = (centre, cap height, width) in metres."""
+    centre_m, cap_m, width_m = box_m
     paint(img, legend(text, px(*centre_m), cap_m * scale, width_m * scale, weight), colour)
 
 
@@ -79,29 +80,29 @@ def _text(img, px, scale, text, centre_m, cap_m, width_m, colour, weight=BOLD):
 def _draw_stop(img, px, s):
     img[:] = WHITE
     _poly(img, px, _regular(8, (0.375 - 0.02) / math.cos(math.pi / 8), 22.5), RED)
-    _text(img, px, s, "STOP", (-0.002, -0.026), 0.160, 0.615, WHITE)
+    _text(img, px, s, "STOP", ((-0.002, -0.026), 0.160, 0.615), WHITE)
 
 
 def _draw_yield(img, px, s):
     img[:] = RED
     _poly(img, px, YIELD_OUTLINE * 0.52 + np.array([0.0, 0.02]), WHITE)
-    _text(img, px, s, "YIELD", (-0.004, 0.044), 0.063, 0.270, RED)
+    _text(img, px, s, "YIELD", ((-0.004, 0.044), 0.063, 0.270), RED)
 
 
 def _draw_speed(img, px, s):
     img[:] = BLACK
     _poly(img, px, _rect(0.57, 0.72), WHITE)
-    _text(img, px, s, "SPEED", (-0.003, 0.226), 0.085, 0.408, BLACK)
-    _text(img, px, s, "LIMIT", (0.001, 0.096), 0.093, 0.362, BLACK)
-    _text(img, px, s, "45", (-0.007, -0.157), 0.229, 0.404, BLACK, REGULAR)
+    _text(img, px, s, "SPEED", ((-0.003, 0.226), 0.085, 0.408), BLACK)
+    _text(img, px, s, "LIMIT", ((0.001, 0.096), 0.093, 0.362), BLACK)
+    _text(img, px, s, "45", ((-0.007, -0.157), 0.229, 0.404), BLACK, REGULAR)
 
 
 def _draw_do_not_enter(img, px, s):
     img[:] = WHITE
     paint(img, disc(px(0, 0), 0.35 * s), RED)
     _poly(img, px, _rect(0.52, 0.1), WHITE)
-    _text(img, px, s, "DO NOT", (0.001, 0.147), 0.076, 0.402, WHITE)
-    _text(img, px, s, "ENTER", (0.001, -0.172), 0.080, 0.378, WHITE)
+    _text(img, px, s, "DO NOT", ((0.001, 0.147), 0.076, 0.402), WHITE)
+    _text(img, px, s, "ENTER", ((0.001, -0.172), 0.080, 0.378), WHITE)
 
 
 def _draw_pedestrian(img, px, s):
@@ -127,15 +128,15 @@ def _draw_one_way(img, px, s):
     shaft = [(-0.38, -0.07), (0.22, -0.07), (0.22, 0.07), (-0.38, 0.07)]
     head = [(0.22, -0.12), (0.40, 0.0), (0.22, 0.12)]
     paint(img, polygons([px(*p) for p in shaft], [px(*p) for p in head]), WHITE)
-    _text(img, px, s, "ONE WAY", (-0.060, -0.011), 0.074, 0.467, BLACK)
+    _text(img, px, s, "ONE WAY", ((-0.060, -0.011), 0.074, 0.467), BLACK)
 
 
 def _draw_do_not_pass(img, px, s):
     img[:] = BLACK
     _poly(img, px, _rect(0.57, 0.72), WHITE)
-    _text(img, px, s, "DO", (0.0, 0.185), 0.099, 0.190, BLACK)
-    _text(img, px, s, "NOT", (0.002, -0.017), 0.108, 0.310, BLACK)
-    _text(img, px, s, "PASS", (0.002, -0.218), 0.110, 0.416, BLACK)
+    _text(img, px, s, "DO", ((0.0, 0.185), 0.099, 0.190), BLACK)
+    _text(img, px, s, "NOT", ((0.002, -0.017), 0.108, 0.310), BLACK)
+    _text(img, px, s, "PASS", ((0.002, -0.218), 0.110, 0.416), BLACK)
 
 
 def _draw_railroad(img, px, s):
@@ -143,8 +144,8 @@ def _draw_railroad(img, px, s):
     paint(img, disc(px(0, 0), 0.43 * s), YELLOW)
     _line(img, px, (-0.3, 0.3), (0.3, -0.3), 0.05, s, BLACK)
     _line(img, px, (-0.3, -0.3), (0.3, 0.3), 0.05, s, BLACK)
-    _text(img, px, s, "R", (-0.199, -0.019), 0.116, 0.102, BLACK)
-    _text(img, px, s, "R", (0.201, -0.019), 0.116, 0.102, BLACK)
+    _text(img, px, s, "R", ((-0.199, -0.019), 0.116, 0.102), BLACK)
+    _text(img, px, s, "R", ((0.201, -0.019), 0.116, 0.102), BLACK)
 
 
 _TRI_H = 0.9 * math.sqrt(3) / 2
