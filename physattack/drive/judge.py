@@ -165,17 +165,17 @@ class Judging:
 def judge_drive(index: int, drive, frames, judging: Judging, whole: bool) -> DriveOutcome:
     """Render and read one drive with each of ``judging``'s textures, ``chunk`` frames at a time.
 
-    ``whole``: judge every frame and keep every frame's detections (for timelines and videos). Else stop
-    where the verdict is known and keep no detections: at the first frame past the braking point, or —
-    with ``settings.early_stop`` — as soon as the stack and every panel victim has recognised the sign
-    (the frame it did so, and so the verdict, does not change with the frames after it); a panel victim
-    or the stack whose verdict is known stops reading while the others go on.
+    ``whole``: read every frame with the stack and keep every frame's detections (for timelines and
+    videos). Else stop where the verdict is known and keep no detections: at the first frame past the
+    braking point, or — with ``settings.early_stop`` — as soon as the stack and every panel victim has
+    recognised the sign (the frame it did so, and so the verdict, does not change with the frames after
+    it). With ``early_stop`` a panel victim whose verdict is known stops reading while the others go on,
+    on a whole drive too (only the stack's readings are drawn).
     """
     settings, stack, chunk = judging.settings, judging.stack, judging.chunk
     braking = settings.braking_m(drive.speed_kmh)
     past = torch.nonzero(frames.distance_m < braking).flatten()
     judged = len(frames) if whole or len(past) == 0 else int(past[0]) + 1
-    early = settings.early_stop and not whole
     readings, read_frames = {}, 0
     for name, texture in judging.textures.items():
         parts: list[Readings] = []
@@ -185,9 +185,11 @@ def judge_drive(index: int, drive, frames, judging: Judging, whole: bool) -> Dri
             views = judging.renderer.render(judging.scene, texture, sub, region=stack.region)
             read = stack.read(judging.images(views), views.region, views.boxes, needed)
             parts.append(read if whole else read.verdicts())
-            if early:
+            if settings.early_stop:
                 needed = still_needed(cat_readings(parts), settings)
-                if not needed.own and not needed.panel:
+                if whole:                  # the timeline and the video show the stack's readings, every frame
+                    needed = Needed(True, needed.panel)
+                elif not needed.own and not needed.panel:
                     break
         readings[name] = cat_readings(parts)
         read_frames = max(read_frames, len(readings[name].correct))
