@@ -6,10 +6,11 @@ only the work the verdict needs changes no verdict.
 
 For each run: ``python -m physattack.drive run_dir=<run>``'s report (conf/drive/default.yaml: 18 drives, the
 run's whole panel) is made into a temporary folder as the command makes it (``drive.settings.early_stop=true``:
-a reader stops on a drive once it has recognised the sign), and timed: wall time, and the process's CPU time
+a reader stops on a drive once it has recognised the sign; ``drive.settings.near_sign=true``: detectors scan only
+the tiles near the sign), and timed: wall time, and the process's CPU time
 divided by the threads (what two idle cores would take when other work shares them). With ``--reference`` the
-same report is made the straightforward way too (``early_stop=false``: every reader reads every drive to its
-braking point), and every drive's verdict and recognition distance — the stack's and each panel victim's, clean
+same report is made the straightforward way too (``early_stop=false near_sign=false``: every reader reads every
+drive to its braking point, every tile of the search region), and every drive's verdict and recognition distance — the stack's and each panel victim's, clean
 and attacked — is compared between the two.
 """
 
@@ -26,14 +27,16 @@ import torch
 BUDGET_S = 600.0
 
 
-def report(run: str, early_stop: bool, out: Path) -> tuple[dict, float, float]:
+def report(run: str, shortcuts: bool, out: Path, extra: list[str] = ()) -> tuple[dict, float, float]:
     """The drive report of ``run`` into ``out``; returns drive.json's content, wall and CPU seconds."""
-    from physattack.cli.door import compose_checked
-    from physattack.cli.drive import run_drive
     from omegaconf import open_dict
 
+    from physattack.cli.door import compose_checked
+    from physattack.cli.drive import run_drive
+
     cfg = compose_checked("drive", [f"run_dir={run}", "logger=none", "progress=false",
-                                    f"drive.settings.early_stop={str(early_stop).lower()}"])
+                                    f"drive.settings.early_stop={str(shortcuts).lower()}",
+                                    f"drive.settings.near_sign={str(shortcuts).lower()}", *extra])
     with open_dict(cfg):
         del cfg["hydra"]
     t, c = time.perf_counter(), time.process_time()
@@ -51,6 +54,9 @@ def main() -> None:
     ap.add_argument("--run", action="append", required=True, help="a finished run's folder (give it more than once)")
     ap.add_argument("--reference", action="store_true", help="also make the report the straightforward way and "
                                                              "compare every verdict")
+    ap.add_argument("--reference-speeds", default=None, help="compare only the drives at these speeds, e.g. [70]: "
+                                                               "the straightforward path of a detector run's "
+                                                               "whole panel takes hours")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -63,9 +69,14 @@ def main() -> None:
             print(f"  only the work the verdict needs: {wall:.0f} s wall ({wall / BUDGET_S:.2f} of the 10-min budget), "
                   f"{cpu / args.threads:.0f} s CPU / {args.threads} threads")
             if args.reference:
-                slow, swall, scpu = report(run, False, Path(tmp) / f"slow-{k}")
+                extra = [f"drive.drives.speeds_kmh={args.reference_speeds}"] if args.reference_speeds else []
+                if extra:         # the fast path on the same subset, for the comparison
+                    fast, wall, cpu = report(run, True, Path(tmp) / f"fast-sub-{k}", extra)
+                    print(f"  the drives at {args.reference_speeds} km/h only: {len(fast['per_drive'])} drives, "
+                          f"{wall:.0f} s wall")
+                slow, swall, scpu = report(run, False, Path(tmp) / f"slow-{k}", extra)
                 same = verdicts(slow) == verdicts(fast)
-                print(f"  straightforward (every drive read to its braking point): {swall:.0f} s wall, "
+                print(f"  straightforward (every drive read to its braking point, every tile): {swall:.0f} s wall, "
                       f"{scpu / args.threads:.0f} s CPU / {args.threads} threads: {swall / max(wall, 1e-9):.1f}x "
                       f"the fast path's wall time")
                 print(f"  per-drive verdicts and recognition distances (stack and panel, clean and attacked): "

@@ -10,7 +10,7 @@ attacked (RP2's rule, per drive), beside the unconditional share that runs the s
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import torch
@@ -52,6 +52,8 @@ class DriveSettings:
         early_stop: stop reading a drive for the stack or a panel victim once it has recognised the sign
             (its verdict is then known); ``false`` reads every drive to its braking point, for a check that
             the verdicts are the same.
+        near_sign: detectors scan only the tiles near the sign (all a detection on it can come from) on the
+            drives not drawn as videos; ``false`` scans every tile of the search region, as a car would.
     """
 
     k: int = 3
@@ -63,6 +65,7 @@ class DriveSettings:
     videos: int = 2
     video_scale: float = 0.5
     early_stop: bool = True
+    near_sign: bool = True
 
     def __post_init__(self) -> None:
         key = "drive.settings."
@@ -170,25 +173,28 @@ def judge_drive(index: int, drive, frames, judging: Judging, whole: bool) -> Dri
     braking point, or — with ``settings.early_stop`` — as soon as the stack and every panel victim has
     recognised the sign (the frame it did so, and so the verdict, does not change with the frames after
     it). With ``early_stop`` a panel victim whose verdict is known stops reading while the others go on,
-    on a whole drive too (only the stack's readings are drawn).
+    on a whole drive too (only the stack's readings are drawn). Detectors scan only the tiles near the sign
+    (``Needed.near_sign``: no detection elsewhere bears on a verdict) except on drives drawn as videos, which
+    show every detection in the frame.
     """
     settings, stack, chunk = judging.settings, judging.stack, judging.chunk
+    near_sign = settings.near_sign and index >= settings.videos    # a video shows every detection in the frame
     braking = settings.braking_m(drive.speed_kmh)
     past = torch.nonzero(frames.distance_m < braking).flatten()
     judged = len(frames) if whole or len(past) == 0 else int(past[0]) + 1
     readings, read_frames = {}, 0
     for name, texture in judging.textures.items():
         parts: list[Readings] = []
-        needed = Needed(True, None)
+        needed = Needed(True, None, near_sign=near_sign)
         for start in range(0, judged, chunk):
             sub = frames[start:min(judged, start + chunk)]
             views = judging.renderer.render(judging.scene, texture, sub, region=stack.region)
             read = stack.read(judging.images(views), views.region, views.boxes, needed)
             parts.append(read if whole else read.verdicts())
             if settings.early_stop:
-                needed = still_needed(cat_readings(parts), settings)
+                needed = replace(still_needed(cat_readings(parts), settings), near_sign=near_sign)
                 if whole:                  # the timeline and the video show the stack's readings, every frame
-                    needed = Needed(True, needed.panel)
+                    needed = replace(needed, own=True)
                 elif not needed.own and not needed.panel:
                     break
         readings[name] = cat_readings(parts)

@@ -140,12 +140,16 @@ class TiledDetector:
         return int(x0), int(y0), int(x1), int(y1)
 
     @torch.no_grad()
-    def __call__(self, images: Tensor, region: Region, batch: int = 64) -> list[Detections]:
+    def __call__(self, images: Tensor, region: Region, batch: int = 64, near: Tensor | None = None) -> list[Detections]:
         """Detections (full-frame pixels, after NMS across tiles and scales) in each of T frames;
-        ``images`` (T×3×h×w) show ``region`` of the frame, which must hold ``self.region``."""
+        ``images`` (T×3×h×w) show ``region`` of the frame, which must hold ``self.region``.
+
+        ``near`` (T×4 full-frame boxes, the sign's in each frame): scan only the tiles that meet the box
+        widened by its own size on every side (all a detection on the sign, or one that could suppress
+        it, comes from); None scans every tile."""
         gx, gy = region[0], region[1]
         t = images.shape[0]
-        tiles, where = [], []
+        scaled_all, spans = [], []
         for i, (s, r) in enumerate(zip(self.scales, self.regions)):
             crop = images[:, :, r[1] - gy:r[3] - gy, r[0] - gx:r[2] - gx]
             size = (round(crop.shape[-2] * s.scale), round(crop.shape[-1] * s.scale))
@@ -154,20 +158,31 @@ class TiledDetector:
             short = (max(0, self.tile - scaled.shape[-1]), max(0, self.tile - scaled.shape[-2]))
             if any(short):                           # a frame smaller than one tile
                 scaled = F.pad(scaled, (0, short[0], 0, short[1]), mode="replicate")
-            for tile in (tl for tl in self.tiles if tl.scale_index == i):
-                tiles.append(scaled[:, :, tile.y:tile.y + self.tile, tile.x:tile.x + self.tile])
-                where.append((s.scale, r[0] + tile.x / s.scale, r[1] + tile.y / s.scale))
+            scaled_all.append(scaled)
+        for tile in self.tiles:
+            s, r = self.scales[tile.scale_index], self.regions[tile.scale_index]
+            x0, y0 = r[0] + tile.x / s.scale, r[1] + tile.y / s.scale
+            spans.append((s.scale, x0, y0, x0 + self.tile / s.scale, y0 + self.tile / s.scale))
+        wanted = self._near(spans, near) if near is not None else torch.ones(t, len(self.tiles), dtype=torch.bool)
+        pairs = torch.nonzero(wanted).tolist()                       # frame-major (frame, tile) pairs
         device = next((p.device for p in self.detector.parameters()), images.device)
-        stacked = torch.stack(tiles, 1).flatten(0, 1).to(device)    # frame-major: T·K tiles
         found: list[Detections] = []
-        for start in range(0, stacked.shape[0], batch):
-            found += self.detector(stacked[start:start + batch]).detections
+        for start in range(0, len(pairs), batch):
+            chunk = [scaled_all[self.tiles[j].scale_index][f, :, self.tiles[j].y:self.tiles[j].y + self.tile,
+                                                           self.tiles[j].x:self.tiles[j].x + self.tile]
+                     for f, j in pairs[start:start + batch]]
+            found += self.detector(torch.stack(chunk).to(device)).detections
+        per_frame: list[list[tuple[int, Detections]]] = [[] for _ in range(t)]
+        for (f, j), d in zip(pairs, found):
+            per_frame[f].append((j, d))
         out = []
-        k = len(tiles)
-        for f in range(t):
+        for frame in per_frame:
+            if not frame:
+                out.append(Detections.empty())
+                continue
             boxes, scores, labels = [], [], []
-            for j, (scale, ox, oy) in enumerate(where):
-                d = found[f * k + j]
+            for j, d in frame:
+                scale, ox, oy = spans[j][:3]
                 boxes.append(d.boxes.detach().cpu() / scale + torch.tensor([ox, oy, ox, oy]))
                 scores.append(d.scores.detach().cpu())
                 labels.append(d.labels.detach().cpu())
@@ -175,6 +190,16 @@ class TiledDetector:
             keep = batched_nms(b, s, lab, 0.5)
             out.append(Detections(b[keep], s[keep], lab[keep]))
         return out
+
+    @staticmethod
+    def _near(spans: list[tuple], boxes: Tensor) -> Tensor:
+        """T×K bool: tile k's extent meets frame t's box widened by the box's own width and height."""
+        tiles = torch.tensor([sp[1:] for sp in spans], dtype=torch.float64)          # K×4 x0 y0 x1 y1
+        b = boxes.detach().double().cpu()
+        wh = (b[:, 2:] - b[:, :2]).clamp(min=1.0)
+        lo, hi = b[:, :2] - wh, b[:, 2:] + wh
+        return ((tiles[None, :, 0] < hi[:, None, 0]) & (tiles[None, :, 2] > lo[:, None, 0])
+                & (tiles[None, :, 1] < hi[:, None, 1]) & (tiles[None, :, 3] > lo[:, None, 1]))
 
 
 def _starts(length: int, tile: int, overlap: float) -> list[int]:
@@ -248,6 +273,7 @@ class Needed:
 
     own: bool = True
     panel: frozenset[str] | None = None
+    near_sign: bool = False     # only detections on or near the sign are wanted (no pictures drawn of the frames)
 
     def wants(self, name: str) -> bool:
         return self.panel is None or name in self.panel
@@ -292,20 +318,21 @@ class DetectorStack:
         (the others' verdicts are known: their detectors do not run and their frames read as not seen)."""
         needed = needed or Needed(True, None)
         t = images.shape[0]
-        dets = self.tiled(images, region) if needed.own else [Detections.empty() for _ in range(t)]
+        near = sign_boxes if needed.near_sign else None
+        dets = self.tiled(images, region, near=near) if needed.own else [Detections.empty() for _ in range(t)]
         thr = self.tiled.detector.score_threshold
         correct, label, score, box = _blank(t)
         for i, (d, sign) in enumerate(zip(dets, sign_boxes)):
-            near = _on_sign(d, sign, self.iou, 0.0)
-            own = near & (d.labels == self.true_label)
+            on = _on_sign(d, sign, self.iou, 0.0)
+            own = on & (d.labels == self.true_label)
             if own.any():
                 score[i] = d.scores[own].max()
-            hit = near & (d.scores >= thr)
+            hit = on & (d.scores >= thr)
             if hit.any():
                 j = int(torch.nonzero(hit).flatten()[d.scores[hit].argmax()])
                 label[i], box[i] = int(d.labels[j]), d.boxes[j]
                 correct[i] = bool((hit & (d.labels == self.true_label)).any())
-        panel = {name: _sees(member.model(images, region), sign_boxes, member.true_labels, self.iou,
+        panel = {name: _sees(member.model(images, region, near=near), sign_boxes, member.true_labels, self.iou,
                              member.model.detector.score_threshold) if needed.wants(name)
                  else torch.zeros(t, dtype=torch.bool) for name, member in self.panel.items()}
         return Readings(correct, label, score, box, dets, panel)
@@ -363,7 +390,7 @@ class TwoStageStack:
         """What the stack (and its panel) read in each frame; ``needed``: whose readings are still wanted (the
         detector runs whenever anyone's are: the panel reads its crops; the others read as not seen)."""
         needed = needed or Needed(True, None)
-        dets = self.tiled(images, region)
+        dets = self.tiled(images, region, near=sign_boxes if needed.near_sign else None)
         thr = self.tiled.detector.score_threshold
         t = len(dets)
         correct, label, score, box = _blank(t)
