@@ -30,8 +30,12 @@ def command_identity(cfg: DictConfig) -> dict:
 
 
 def unfinished_report(cfg: DictConfig) -> Path | None:
-    """A drive report an interrupted run of this very command left in the run folder, to continue in."""
+    """A drive report an interrupted run of this very command left unfinished, to continue in: the folder
+    ``hydra.run.dir`` names when the user chose one, else the first of the run's ``drive``, ``drive-2``, ..."""
     run_dir = resolved(cfg.run_dir)
+    chosen = resolved(cfg.hydra.run.dir)
+    if chosen != run_dir / "drive":
+        return continuing([chosen], command_identity(cfg))
     candidates = sorted((p for p in run_dir.glob("drive*") if p.is_dir() and re.fullmatch(r"drive(-\d+)?", p.name)),
                         key=lambda p: int(p.name.split("-")[1]) if "-" in p.name else 1)
     return continuing(candidates, command_identity(cfg))

@@ -113,3 +113,22 @@ def test_a_second_run_takes_over_only_the_same_commands_unfinished_folder(tmp_pa
     (done / "drive.json").write_text(json.dumps({}))
     assert continuing([done, open_, other], identity) == open_
     assert continuing([done, other], identity) is None
+
+
+def test_the_same_command_continues_in_the_folder_it_named_or_in_the_runs_drive_folders(tmp_path):
+    """`python -m physattack.drive run_dir=R [hydra.run.dir=F]` run again after an interrupt continues in F
+    when it names F, else in the first unfinished R/drive*, and never in another command's folder."""
+    from physattack.cli.door import compose_checked
+    from physattack.cli.drive import command_identity, unfinished_report
+
+    run = tmp_path / "run"
+    chosen = tmp_path / "elsewhere" / "report"
+    named = compose_checked("drive", [f"run_dir={run}", f"hydra.run.dir={chosen}"])
+    default = compose_checked("drive", [f"run_dir={run}"])
+    assert unfinished_report(named) is None and unfinished_report(default) is None
+    write_command(chosen, command_identity(named))
+    write_command(run / "drive-2", command_identity(default))
+    assert unfinished_report(named) == chosen.resolve()
+    assert unfinished_report(default) == (run / "drive-2").resolve()
+    other = compose_checked("drive", [f"run_dir={run}", f"hydra.run.dir={chosen}", "drive.settings.k=2"])
+    assert unfinished_report(other) is None                     # other settings: a new report, never this one
