@@ -188,7 +188,7 @@ def judge_drive(index: int, drive, frames, judging: Judging, whole: bool) -> Dri
         needed = Needed(True, None, near_sign=near_sign)
         for start in range(0, judged, chunk):
             sub = frames[start:min(judged, start + chunk)]
-            views = judging.renderer.render(judging.scene, texture, sub, region=stack.region)
+            views = judging.renderer.render(judging.scene, texture.detach(), sub, region=stack.region)
             read = stack.read(judging.images(views), views.region, views.boxes, needed)
             parts.append(read if whole else read.verdicts())
             if settings.early_stop:

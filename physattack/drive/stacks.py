@@ -417,6 +417,29 @@ class TwoStageStack:
                                                   torch.tensor(list(member.true_labels)))
         return Readings(correct, label, score, box, dets, panel)
 
+    def soft_read(self, images: Tensor, region: Region, sign_boxes: Tensor) -> Tensor:
+        """T, each frame's probability (of the stack's classifier) of the sign's class, differentiable in
+        ``images`` through the crops; the detector's boxes are taken as they are (detached: the framing
+        error is the detector's), and a frame in which it finds no box on the sign reads 0. The input of
+        ``physattack.drive.surrogate.soft_stop`` for an objective over approach windows."""
+        with torch.no_grad():
+            dets = self.tiled(images.detach(), region, near=sign_boxes)
+        thr = self.tiled.detector.score_threshold
+        found, boxes = [], []
+        for i, (d, sign) in enumerate(zip(dets, sign_boxes)):
+            hit = _on_sign(d, sign, self.iou, thr)
+            if hit.any():
+                found.append(i)
+                boxes.append(d.boxes[int(torch.nonzero(hit).flatten()[d.scores[hit].argmax()])])
+        p = images.new_zeros(images.shape[0])
+        if found:
+            idx = torch.tensor(found, device=images.device)
+            crops = self.crops(images[idx], region, torch.stack(boxes).to(images.device))
+            device = next((q.device for q in self.classifier.parameters()), crops.device)
+            probs = torch.softmax(self.classifier(crops.to(device)).float(), -1).to(images.device)
+            p = p.index_put((idx,), probs[:, self.true_labels.to(probs.device)].sum(-1))
+        return p
+
 
 def _probs(classifier, crops: Tensor) -> Tensor:
     """``classifier``'s softmax on ``crops``, on the classifier's device, returned on the CPU."""

@@ -314,10 +314,10 @@ class DriveRenderer:
         return F.grid_sample(imgs, grid.to(imgs.device), mode="bilinear", padding_mode="reflection",
                              align_corners=False)
 
-    @torch.no_grad()
     def render(self, scene: Scene, texture: Tensor, frames: DriveFrames, region: Region | None = None,
                effects: bool = True, batch: int = 16) -> DriveImages:
-        """Render ``frames`` (all of the frame, or its ``region``) with ``texture`` on the scene."""
+        """Render ``frames`` (all of the frame, or its ``region``) with ``texture`` on the scene; the images
+        are differentiable in ``texture`` when it requires a gradient (judging passes it detached)."""
         cam_w, cam_h = self.dashcam.width_px, self.dashcam.height_px
         region = self.full_region() if region is None else tuple(int(v) for v in region)
         x0, y0, x1, y1 = region

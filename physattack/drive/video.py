@@ -126,7 +126,7 @@ def write_video(path, outcome: DriveOutcome, judging: Judging):
                 sub = outcome.frames[start:min(outcome.judged, start + chunk)]
                 rows = []
                 for name, texture in textures.items():
-                    images = judging.images(small.render(judging.scene, texture, sub))
+                    images = judging.images(small.render(judging.scene, texture.detach(), sub))
                     u8 = (images.clamp(0, 1).permute(0, 2, 3, 1).cpu().numpy() * 255).round().astype(np.uint8)
                     rows.append([_draw_frame(u8[j], scale, outcome.readings[name], start + j, judging.stack, outcome,
                                              name, settings) for j in range(len(sub))])
