@@ -9,6 +9,8 @@ import torch
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if os.environ.get("PYTEST_XDIST_WORKER"):      # workers share the cores: one thread each
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

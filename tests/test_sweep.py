@@ -27,6 +27,7 @@ def test_two_job_multirun_through_submitit_local(tmp_path):
         [sys.executable, "-m", "physattack", "--multirun", "hydra/launcher=local", "+scene=stop_sign",
          "seed=0,1", "attack.steps=1", "attack.batch_size=2", "attack.mask_search_steps=1", "gallery_views=2",
          "eot.grid.azimuth_deg=[0]", "eot.grid.distance_m=[6]", "eot.grid.lighting=[noon]", "progress=false",
+         "evaluation.enabled=false", "+drive=none",          # the launcher is under test, not the reports
          f"hydra.sweep.dir={tmp_path / 'sweep'}"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
