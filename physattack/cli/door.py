@@ -96,8 +96,8 @@ def guarded(fn: Callable[[], int | None], module: str, where: Callable[[], Path 
 def resume_hint(folder: Path | None) -> str:
     """How to continue an attack run that stopped on a write: from its last good checkpoint."""
     if folder is not None and (folder / "checkpoint.pt").is_file():
-        return (f"; the last good checkpoint.pt is kept: free space and continue the run with "
-                f"resume={folder}")
+        return (f"; the last good checkpoint.pt is kept: free space (or make the folder writable) and continue "
+                f"the run with resume={folder}")
     return ""
 
 
