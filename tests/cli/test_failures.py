@@ -27,8 +27,12 @@ ENV = {"WANDB_MODE": "disabled", "OMP_WAIT_POLICY": "PASSIVE"}
 
 
 def popen(module: str, args: list[str], cwd: Path, **env) -> subprocess.Popen:
+    """The command as a terminal's foreground job runs it: Ctrl-C at its default (a runner started in the
+    background, e.g. by a script's ``&``, passes SIGINT on ignored, and Python then never raises
+    KeyboardInterrupt)."""
     return subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=cwd, env={**os.environ, "HOME": str(cwd / "home"), **ENV, **env})
+                            text=True, cwd=cwd, env={**os.environ, "HOME": str(cwd / "home"), **ENV, **env},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def wait_for(predicate, proc: subprocess.Popen, timeout: float = 240) -> None:
