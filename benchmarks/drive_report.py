@@ -10,8 +10,8 @@ a reader stops on a drive once it has recognised the sign; ``drive.settings.near
 the tiles near the sign), and timed: wall time, and the process's CPU time
 divided by the threads (what two idle cores would take when other work shares them). With ``--reference`` the
 same report is made the straightforward way too (``early_stop=false near_sign=false``: every reader reads every
-drive to its braking point, every tile of the search region), and every drive's verdict and recognition distance — the stack's and each panel victim's, clean
-and attacked — is compared between the two.
+drive to its braking point, every tile of the search region), and every drive's verdict and recognition
+distance — the stack's and each panel victim's, clean and attacked — is compared between the two.
 """
 
 from __future__ import annotations

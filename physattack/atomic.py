@@ -96,7 +96,7 @@ def load_torch(path: str | Path, what: str = "file", map_location: str | torch.d
     if not path.is_file():
         raise InputError(f"There is no {what} at {path}.")
     try:
-        with warnings.catch_warnings():          # torch's advice to load with weights_only=False is not ours
+        with warnings.catch_warnings():          # torch's advice to load untrusted pickles is not ours
             warnings.simplefilter("ignore")
             return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:        # "Unsupported global" for code; other unpickling errors for damage

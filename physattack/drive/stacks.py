@@ -126,6 +126,13 @@ class TiledDetector:
         self.tiles = [Tile(i, x, y) for i, (s, r) in enumerate(zip(self.scales, self.regions))
                       for y in _starts(round((r[3] - r[1]) * s.scale), self.tile, settings.overlap)
                       for x in _starts(round((r[2] - r[0]) * s.scale), self.tile, settings.overlap)]
+        # each tile's scale and its extent in full-frame pixels (x0, y0, x1, y1)
+        self.spans = []
+        for tile in self.tiles:
+            s, r = self.scales[tile.scale_index], self.regions[tile.scale_index]
+            x0, y0 = r[0] + tile.x / s.scale, r[1] + tile.y / s.scale
+            self.spans.append((s.scale, x0, y0, x0 + self.tile / s.scale, y0 + self.tile / s.scale))
+        self.extents = torch.tensor([sp[1:] for sp in self.spans], dtype=torch.float64)      # K×4
 
     def _search_region(self, scale: SearchScale, size_m, lateral_m: Range, height_m: Range) -> Region:
         cam = self.dashcam
@@ -140,7 +147,8 @@ class TiledDetector:
         return int(x0), int(y0), int(x1), int(y1)
 
     @torch.no_grad()
-    def __call__(self, images: Tensor, region: Region, batch: int = 64, near: Tensor | None = None) -> list[Detections]:
+    def __call__(self, images: Tensor, region: Region, batch: int = 64,
+                 near: Tensor | None = None) -> list[Detections]:
         """Detections (full-frame pixels, after NMS across tiles and scales) in each of T frames;
         ``images`` (T×3×h×w) show ``region`` of the frame, which must hold ``self.region``.
 
@@ -149,7 +157,7 @@ class TiledDetector:
         it, comes from); None scans every tile."""
         gx, gy = region[0], region[1]
         t = images.shape[0]
-        scaled_all, spans = [], []
+        scaled_all = []
         for i, (s, r) in enumerate(zip(self.scales, self.regions)):
             crop = images[:, :, r[1] - gy:r[3] - gy, r[0] - gx:r[2] - gx]
             size = (round(crop.shape[-2] * s.scale), round(crop.shape[-1] * s.scale))
@@ -159,11 +167,7 @@ class TiledDetector:
             if any(short):                           # a frame smaller than one tile
                 scaled = F.pad(scaled, (0, short[0], 0, short[1]), mode="replicate")
             scaled_all.append(scaled)
-        for tile in self.tiles:
-            s, r = self.scales[tile.scale_index], self.regions[tile.scale_index]
-            x0, y0 = r[0] + tile.x / s.scale, r[1] + tile.y / s.scale
-            spans.append((s.scale, x0, y0, x0 + self.tile / s.scale, y0 + self.tile / s.scale))
-        wanted = self._near(spans, near) if near is not None else torch.ones(t, len(self.tiles), dtype=torch.bool)
+        wanted = self._near(near) if near is not None else torch.ones(t, len(self.tiles), dtype=torch.bool)
         pairs = torch.nonzero(wanted).tolist()                       # frame-major (frame, tile) pairs
         device = next((p.device for p in self.detector.parameters()), images.device)
         found: list[Detections] = []
@@ -182,7 +186,7 @@ class TiledDetector:
                 continue
             boxes, scores, labels = [], [], []
             for j, d in frame:
-                scale, ox, oy = spans[j][:3]
+                scale, ox, oy = self.spans[j][:3]
                 boxes.append(d.boxes.detach().cpu() / scale + torch.tensor([ox, oy, ox, oy]))
                 scores.append(d.scores.detach().cpu())
                 labels.append(d.labels.detach().cpu())
@@ -191,10 +195,9 @@ class TiledDetector:
             out.append(Detections(b[keep], s[keep], lab[keep]))
         return out
 
-    @staticmethod
-    def _near(spans: list[tuple], boxes: Tensor) -> Tensor:
+    def _near(self, boxes: Tensor) -> Tensor:
         """T×K bool: tile k's extent meets frame t's box widened by the box's own width and height."""
-        tiles = torch.tensor([sp[1:] for sp in spans], dtype=torch.float64)          # K×4 x0 y0 x1 y1
+        tiles = self.extents
         b = boxes.detach().double().cpu()
         wh = (b[:, 2:] - b[:, :2]).clamp(min=1.0)
         lo, hi = b[:, :2] - wh, b[:, 2:] + wh
@@ -391,20 +394,13 @@ class TwoStageStack:
         detector runs whenever anyone's are: the panel reads its crops; the others read as not seen)."""
         needed = needed or Needed(True, None)
         dets = self.tiled(images, region, near=sign_boxes if needed.near_sign else None)
-        thr = self.tiled.detector.score_threshold
         t = len(dets)
         correct, label, score, box = _blank(t)
         panel = {name: torch.zeros(t, dtype=torch.bool) for name in self.panel}
-        found = []
-        for i, (d, sign) in enumerate(zip(dets, sign_boxes)):
-            hit = _on_sign(d, sign, self.iou, thr)
-            if hit.any():
-                j = int(torch.nonzero(hit).flatten()[d.scores[hit].argmax()])
-                box[i] = d.boxes[j]
-                found.append(i)
-        if found:
-            idx = torch.tensor(found)
-            crops = self.crops(images[idx], region, box[idx])
+        idx, taken = self.on_sign(dets, sign_boxes)
+        if len(idx):
+            box[idx] = taken
+            crops = self.crops(images[idx], region, taken)
             if needed.own:
                 probs = _probs(self.classifier, crops)
                 pred = probs.argmax(-1)
@@ -417,13 +413,9 @@ class TwoStageStack:
                                                   torch.tensor(list(member.true_labels)))
         return Readings(correct, label, score, box, dets, panel)
 
-    def soft_read(self, images: Tensor, region: Region, sign_boxes: Tensor) -> Tensor:
-        """T, each frame's probability (of the stack's classifier) of the sign's class, differentiable in
-        ``images`` through the crops; the detector's boxes are taken as they are (detached: the framing
-        error is the detector's), and a frame in which it finds no box on the sign reads 0. The input of
-        ``physattack.drive.surrogate.soft_stop`` for an objective over approach windows."""
-        with torch.no_grad():
-            dets = self.tiled(images.detach(), region, near=sign_boxes)
+    def on_sign(self, dets: list[Detections], sign_boxes: Tensor) -> tuple[Tensor, Tensor]:
+        """The frames in which the detector found the sign (a box of score >= its threshold with IoU >= ``iou``),
+        and in each the box taken as the sign (the highest-scoring such box; K×4)."""
         thr = self.tiled.detector.score_threshold
         found, boxes = [], []
         for i, (d, sign) in enumerate(zip(dets, sign_boxes)):
@@ -431,13 +423,19 @@ class TwoStageStack:
             if hit.any():
                 found.append(i)
                 boxes.append(d.boxes[int(torch.nonzero(hit).flatten()[d.scores[hit].argmax()])])
+        return torch.tensor(found, dtype=torch.long), torch.stack(boxes) if boxes else torch.zeros(0, 4)
+
+    def soft_read(self, images: Tensor, region: Region, sign_boxes: Tensor) -> Tensor:
+        """T, each frame's probability (of the stack's classifier) of the sign's class, differentiable in
+        ``images`` through the crops; the detector's boxes are taken as they are (detached: the framing
+        error is the detector's), and a frame in which it finds no box on the sign reads 0. The input of
+        ``physattack.drive.surrogate.soft_stop`` for an objective over approach windows."""
+        with torch.no_grad():
+            idx, taken = self.on_sign(self.tiled(images.detach(), region, near=sign_boxes), sign_boxes)
         p = images.new_zeros(images.shape[0])
-        if found:
-            idx = torch.tensor(found, device=images.device)
-            crops = self.crops(images[idx], region, torch.stack(boxes).to(images.device))
-            device = next((q.device for q in self.classifier.parameters()), crops.device)
-            probs = torch.softmax(self.classifier(crops.to(device)).float(), -1).to(images.device)
-            p = p.index_put((idx,), probs[:, self.true_labels.to(probs.device)].sum(-1))
+        if len(idx):
+            probs = _probs(self.classifier, self.crops(images[idx], region, taken.to(images.device)))
+            p = p.index_put((idx.to(images.device),), probs[:, self.true_labels].sum(-1).to(images.device))
         return p
 
 
