@@ -91,11 +91,13 @@ class LoopState:
 @dataclass
 class Draw:
     """One step's batch: the views' SceneParams, the base texture(s) the patch goes on (3×H×W, or
-    B×3×H×W when each view shows its own), and the objective's label(s)."""
+    B×3×H×W when each view shows its own), the objective's label(s), and for a sampler of approach
+    windows (``physattack.drive.approach``) the windows the views make up (the decision-level loss)."""
 
     params: Any
     base: Tensor
     label: Any
+    windows: Any = None
 
 
 @dataclass
@@ -107,6 +109,7 @@ class Member:
     victim: nn.Module
     objective: Objective
     label: int
+    signs: tuple[int, ...] = ()     # its labels of the scene's class (approach windows)
 
 
 @dataclass
@@ -124,6 +127,7 @@ class _Loop:
     sched: torch.optim.lr_scheduler.LRScheduler
     generator: torch.Generator
     members: list[Member] | None = None
+    sign_labels: tuple[int, ...] = ()      # the victim's labels of the scene's class (approach windows)
 
 
 @dataclass(eq=False)
@@ -268,8 +272,22 @@ class EOTAttack:
         sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=self.steps, eta_min=0.05 * self.lr)
                  if self.lr_schedule == "cosine" else torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0))
         members = self.members_of(setup.victim, setup.scene) if isinstance(setup.victim, Ensemble) else None
+        signs = ()
+        if hasattr(setup.sampler, "windows"):
+            signs = self.check_windows(setup.victim, setup.scene)
         return _Loop(setup, run, objective, label, setup.palette.to(setup.scene.texture.device), opt, sched, generator,
-                     members)
+                     members, signs)
+
+    def check_windows(self, victim, scene) -> tuple[int, ...]:
+        """Refuse what approach windows cannot serve (a detector victim, an attack that learns from one
+        victim's outputs); returns the victim's labels of the scene's class, the frames that stop the car."""
+        if getattr(victim, "is_detector", False):
+            raise AttackError("eot=approach judges drives through a two-stage stack's classifier, but this victim is a "
+                              "detector: add eot=default (per view) or eot=drive to the command.")
+        if type(self).observe is not EOTAttack.observe:
+            raise AttackError(f"{type(self).__name__} learns from one victim's outputs, not from drives: use "
+                              "eot=default.")
+        return tuple(victim.label_set(scene.class_name))
 
     def members_of(self, ensemble: Ensemble, scene) -> list[Member]:
         """Each member with its objective and its own index of the label, looked up by name; an
@@ -280,7 +298,9 @@ class EOTAttack:
                               "split its steps over an ensemble; use a single victim (for example victim=signnet).")
         name = self.target if self.targeted else scene.class_name
         indices = ensemble.member_label_indices(name)
-        return [Member(n, m, self.objective_for(m), i) for n, m, i in zip(ensemble.names, ensemble.members, indices)]
+        signs = [tuple(m.label_set(scene.class_name)) if hasattr(m, "label_set") else () for m in ensemble.members]
+        return [Member(n, m, self.objective_for(m), i, s)
+                for n, m, i, s in zip(ensemble.names, ensemble.members, indices, signs)]
 
     def _place(self, loop: _Loop) -> LoopState:
         """A fresh run's state, after the mask search for a patch that asks for one (RP2's first stage)."""
@@ -299,6 +319,8 @@ class EOTAttack:
         """One optimizer step on a fresh batch of draws; updates ``state`` and returns the step's record."""
         s, patch = loop.setup, loop.setup.patch
         progress = state.step / self.steps
+        if hasattr(s.sampler, "refit"):
+            self._refit(loop, state)
         draw = self.draw(s.sampler, loop.generator, s.scene, loop.label, progress)
         patch.anneal(progress)
         texture = patch.apply(draw.base)
@@ -311,8 +333,10 @@ class EOTAttack:
             output = self._victim_output(s.victim, views.images, loop.run)
             self.observe(output, draw.label, progress)
             adv = loop.objective.loss(output, draw.label, views).mean()
+            if draw.windows is not None:
+                adv = adv + self._decision_loss(draw.windows, output, loop.sign_labels)
         else:
-            adv, images_grad, per_member = self._ensemble_gradient(loop, views)
+            adv, images_grad, per_member = self._ensemble_gradient(loop, views, draw.windows)
         colors = patch.colors()
         nps = non_printability_score(colors, loop.palette, patch.mask)
         tv = total_variation(colors, patch.mask)
@@ -320,7 +344,8 @@ class EOTAttack:
         if loop.members is None:
             grad_norm = self._descend(loop, loss)
             with torch.no_grad():
-                success = float(loop.objective.success(output, draw.label, views).float().mean())
+                success = self._success(loop.objective.success(output, draw.label, views), draw.windows, output,
+                                        loop.sign_labels)
         else:
             grad_norm = self._descend(loop, loss, (views.images, images_grad))
             success = sum(per_member["member_success"].values()) / len(loop.members)
@@ -334,6 +359,34 @@ class EOTAttack:
             record.update(per_member)
         state.history.append(record)
         return record
+
+    def _refit(self, loop: _Loop, state: LoopState) -> None:
+        """Let a sampler that frames its views by a detector measure it on the current (printed) patch when
+        it is due; its draws come from a generator of their own (the run's seed and the step), so the
+        views' draws are the same whether or not a run was resumed in between."""
+        s = loop.setup
+        with torch.no_grad():
+            texture = s.patch.apply(s.scene.texture)
+            if s.colour_model is not None:
+                texture = s.colour_model.print_patch(texture, s.patch.mask)
+        s.sampler.refit(state.step, s.scene, texture, torch.Generator().manual_seed(loop.run.seed * 100_003 + state.step))
+
+    @staticmethod
+    def _sign_probability(output: Tensor, signs: tuple[int, ...]) -> Tensor:
+        return torch.softmax(output.float(), -1)[:, list(signs)].sum(-1)
+
+    def _decision_loss(self, windows, output: Tensor, signs: tuple[int, ...]) -> Tensor:
+        """``weight`` × the mean over the step's drives of their stop margin (``Windows.margin``)."""
+        return windows.objective.weight * windows.margin(self._sign_probability(output, signs)).mean()
+
+    @staticmethod
+    def _success(per_view: Tensor, windows, output: Tensor, signs: tuple[int, ...]) -> float:
+        """The step's success: the share of views won, or with approach windows the share of drives that run
+        the sign (``Windows.success``)."""
+        if windows is None:
+            return float(per_view.float().mean())
+        reads = torch.isin(output.argmax(-1), torch.tensor(list(signs), device=output.device))
+        return float(windows.success(reads, per_view))
 
     def _placed(self, loop: _Loop, texture: Tensor, base: Tensor) -> Tensor:
         """B×3×H×W: the step's (printed) design as deployed, with one placement error drawn per view."""
@@ -359,7 +412,7 @@ class EOTAttack:
         adv, images_grad, _ = self._ensemble_gradient(loop, views)
         return adv, images_grad
 
-    def _ensemble_gradient(self, loop: _Loop, views) -> tuple[Tensor, Tensor, dict]:
+    def _ensemble_gradient(self, loop: _Loop, views, windows=None) -> tuple[Tensor, Tensor, dict]:
         """The members' weighted objective on the rendered views, asked one member at a time.
 
         Each member's mean loss is differentiated to a detached copy of the images only, so its
@@ -374,11 +427,14 @@ class EOTAttack:
             with ensemble.eroded(m.victim, loop.generator):
                 output = self._victim_output(m.victim, ensemble.attack_inputs(m.victim, x, loop.generator), loop.run)
                 loss = m.objective.loss(output, m.label, views).mean()
+                if windows is not None:
+                    loss = loss + self._decision_loss(windows, output, m.signs)
                 grad = torch.autograd.grad(loss, x, allow_unused=True)[0] if loss.requires_grad else None
             grads.append(grad if grad is not None else torch.zeros_like(x))
             losses.append(float(loss.detach()))
             with torch.no_grad():
-                success[m.name] = float(m.objective.success(output, m.label, views).float().mean())
+                success[m.name] = self._success(m.objective.success(output, m.label, views), windows, output,
+                                                m.signs)
             del output, loss
         weights = ensemble.weights(losses)
         images_grad = sum(float(w) * g for w, g in zip(weights, grads))
@@ -435,6 +491,9 @@ class EOTAttack:
     def draw(self, sampler, generator: torch.Generator, scene, label, progress: float) -> Draw:
         """One step's batch at ``progress`` (0 to 1) of the attack. Here every view shows the scene's own
         texture and the objective's label; a task whose input changes per view (reprogramming) overrides this."""
+        if hasattr(sampler, "windows"):
+            windows = sampler.windows(generator)
+            return Draw(windows.params, scene.texture, label, windows)
         return Draw(sampler.sample(self.batch_size, generator), scene.texture, label)
 
     def observe(self, output, label, progress: float) -> None:
@@ -445,7 +504,9 @@ class EOTAttack:
         save_torch(path, {"patch": loop.setup.patch.state_dict(), "optimizer": loop.opt.state_dict(),
                           "scheduler": loop.sched.state_dict(), "generator": loop.generator.get_state(),
                           "torch_rng": torch.get_rng_state(), "state": state.as_dict(),
-                          "attack": self.checkpoint_state(), "wandb_run_id": getattr(tracker, "run_id", None)})
+                          "attack": self.checkpoint_state(), "wandb_run_id": getattr(tracker, "run_id", None),
+                          "sampler": loop.setup.sampler.state_dict() if hasattr(loop.setup.sampler, "state_dict")
+                          else {}})
 
     def _load(self, path: str | Path, loop: _Loop) -> LoopState:
         """Restore a checkpoint (a run directory or its checkpoint.pt) into ``loop``; returns its state."""
@@ -475,6 +536,8 @@ class EOTAttack:
         loop.generator.set_state(ckpt["generator"])
         torch.set_rng_state(ckpt["torch_rng"])
         self.load_checkpoint_state(ckpt.get("attack", {}))
+        if hasattr(loop.setup.sampler, "load_state_dict"):
+            loop.setup.sampler.load_state_dict(ckpt.get("sampler") or {})
         return state
 
     def checkpoint_state(self) -> dict:

@@ -142,7 +142,10 @@ def run_attack(cfg: DictConfig, run_dir: str | Path) -> RunReport:
     try:
         report = attack_and_report(parts, run, run_dir, tracker, drive)
         report.headline = parts.kind.headline(report)
-        tracker.summary({"headline": report.headline, "headline/success_rate": parts.kind.headline_rate(report)})
+        head = {"headline": report.headline, "headline/success_rate": parts.kind.headline_rate(report)}
+        if report.drive is not None and report.drive.get("attack_success_rate") is not None:
+            head["headline/drive_success_rate"] = report.drive["attack_success_rate"]["rate"]
+        tracker.summary(head)
         report.write(run_dir)
     finally:
         tracker.finish()

@@ -198,6 +198,27 @@ def drive_evaluation(node: DictConfig, perception, *, scene, renderer, backgroun
     return evaluation(world, perception, make(node.settings), make(node.stack, _convert_="all"))
 
 
+def approach_framing(sampler, cfg: DictConfig, *, scene, renderer, backgrounds, device):
+    """``sampler`` with the drive stack's detector framing attached when it samples approach windows
+    (``eot=approach``): the detector of ``cfg.drive`` (or ``conf/drive/quick.yaml``) over its tiles, run on drive
+    frames rendered over the *training* ``backgrounds``; any other sampler is returned as it is."""
+    from physattack.drive import DriveRenderer, TiledDetector
+    from physattack.drive.approach import ApproachSampler, DetectorFraming
+
+    if not isinstance(sampler, ApproachSampler) or sampler.framing is not None:
+        return sampler
+    node = cfg.drive if cfg.get("drive") is not None and cfg.drive.get("detector") is not None else drive_config()
+    detector, _ = drive_detector(node, device)
+    tiled = TiledDetector(detector, sampler.dashcam, tuple(scene.texture_size_m), make(node.stack, _convert_="all"))
+    unknown = set(sampler.fit) - {"drives", "frames_per_drive", "neighbours"}
+    if unknown:
+        raise InputError(f"eot.sampler.fit has no key {sorted(unknown)[0]}: it takes drives, frames_per_drive and "
+                         "neighbours.")
+    sampler.framing = DetectorFraming(tiled, DriveRenderer(renderer, backgrounds, sampler.dashcam),
+                                      iou=float(node.settings.iou), **sampler.fit)
+    return sampler
+
+
 def drive_detector(node: DictConfig, device):
     """The detector a two-stage drive stack proposes boxes with (``node.detector``) and its name."""
     detector = victim(node.detector.victim, device)

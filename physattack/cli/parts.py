@@ -69,6 +69,7 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     sampler = build.make(cfg.eot.sampler, background_count=len(bank), _convert_="all")
     grid = build.make(cfg.eot.grid, background_count=len(eval_bank), _convert_="all")
     sampler, grid, size = kind.views(sampler, grid, victim, (run.image_size, run.image_size))
+    sampler = build.approach_framing(sampler, cfg, scene=scene, renderer=renderer, backgrounds=bank, device=device)
     palette, colour_model = build.printer(cfg, device)
     pipeline = build.photographed(ViewPipeline(renderer, bank, size), colour_model)
     eval_pipeline = build.photographed(ViewPipeline(renderer, eval_bank, size), colour_model)

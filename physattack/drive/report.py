@@ -148,6 +148,28 @@ def drive_headline(result: dict) -> str:
     return line + f"; report {result['report']}"
 
 
+def drive_verdict(result: dict) -> str:
+    """What a run's headline leads with: over the run's held-out drives, how often the car runs the sign it
+    stops for clean, through the attacked stack, and through the held-out victims on average."""
+    s = result.get("attack_success_rate")
+    if s is None:
+        return f"no attacked drive was judged ({result['drives']} held-out drives)"
+    head = f"over {result['drives']} held-out drive{'s' if result['drives'] != 1 else ''} ({stack_line(result)}) "
+    if s["n"] == 0:
+        head += "the car never stops for the clean sign, so the drive verdict is undefined"
+    else:
+        head += (f"the car runs the sign in {s['rate']:.1%} ({s['count']}/{s['n']}, 95% CI {s['ci95'][0]:.1%}-"
+                 f"{s['ci95'][1]:.1%}) of those it stops in clean")
+    panel = result.get("panel") or {}
+    mean, fam = panel.get("held_out_mean") or {}, panel.get("held_out_families") or {}
+    if mean.get("attack_success_rate") is not None:
+        k, kind = len(mean["victims"]), panel.get("kind", "classifier")
+        head += (f", the {k} held-out {kind}{'' if k == 1 else 's'} in {mean['attack_success_rate']:.1%} on average"
+                 + (f" ({fam['attack_success_rate']:.1%} for the {len(fam['victims'])} of families it never saw)"
+                    if fam.get("attack_success_rate") is not None else ""))
+    return head
+
+
 def report_drives(evaluation, *, out_dir, clean_texture: Tensor, adv_texture: Tensor | None, summary: dict,
                   tracker=None, photograph=None, progress: bool = False) -> dict:
     """Judge ``evaluation``'s drives (a ``physattack.drive.build.DriveEvaluation``) clean and attacked, write

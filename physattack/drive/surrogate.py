@@ -57,6 +57,37 @@ def soft_stop(p: Tensor, usable: Tensor, k: int, n: int, *, sharpness: float = 1
     return torch.where(count > 0, best.clamp(0.0, 1.0), torch.zeros_like(best))     # rounding: -1e-8
 
 
+def stop_margin(p: Tensor, k: int, n: int, *, temperature: float = 0.5, sharpness: float = 4.0) -> Tensor:
+    """A loss that is zero when no window comes near ``k`` readings and grows with the worst one: for each
+    row of windows, ``softplus(sharpness · (M − (k − ½))) / sharpness`` where M is the smooth maximum
+    (``temperature · logsumexp(· / temperature)``, in frames) of the readings in each window of ``n``
+    consecutive frames (and of fewer at each run's start).
+
+    Unlike ``soft_stop`` it does not saturate where the car surely stops (every frame read as the sign): the
+    gradient is then about 1 on the frames of the windows closest to the maximum, so an optimizer starting
+    from the clean sign is pulled first towards the windows that would still stop the car.
+
+    Args:
+        p: ...×S×L, the probabilities of S runs of L consecutive frames (L >= n); all of them usable.
+        k, n: the voting rule.
+
+    Returns:
+        ... (the shape of ``p`` without its last two dimensions).
+    """
+    if not 1 <= k <= n:
+        raise InputError(f"k={k} of n={n} frames can never be met (drive.settings.k must be between 1 and "
+                         "drive.settings.n): choose k <= n.")
+    if n > p.shape[-1]:
+        raise InputError(f"The voting window (n={n} frames) is longer than the runs of {p.shape[-1]} frames it is "
+                         "taken from: draw longer runs or a shorter window.")
+    # windows of fewer than n frames at each run's start too, as the judge counts them at a drive's first frame
+    # (for a run from further on they are lower bounds of the real windows, so they never overstate the maximum)
+    windows = F.pad(p, (n - 1, 0)).unfold(-1, n, 1).sum(-1)               # ...×S×L
+    flat = windows.flatten(-2)
+    top = temperature * torch.logsumexp(flat / temperature, -1)
+    return F.softplus(sharpness * (top - (k - 0.5))) / sharpness
+
+
 def usable_frames(distance_m: Tensor, braking_m: float) -> Tensor:
     """T bool: the frames at which the sign is at least ``braking_m`` away (a recognition there stops the car),
     as ``DriveOutcome.stops`` has it."""
@@ -67,4 +98,4 @@ def usable_frames(distance_m: Tensor, braking_m: float) -> Tensor:
     return distance_m >= braking_m
 
 
-__all__ = ["soft_stop", "usable_frames"]
+__all__ = ["soft_stop", "stop_margin", "usable_frames"]

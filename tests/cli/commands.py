@@ -13,7 +13,10 @@ from pathlib import Path
 # the small attack of the end-to-end tests
 TINY = ["attack.steps=2", "attack.batch_size=4", "attack.checkpoint_every=1", "gallery_views=4",
         "eot.grid.azimuth_deg=[-30,30]", "eot.grid.distance_m=[5,12]", "eot.grid.lighting=[noon,low_sun]",
-        "progress=false"]
+        "progress=false",
+        # the approach windows (eot=approach, the default) at their smallest: one drive of one window and two views
+        "eot.sampler.drives=1", "eot.sampler.segments=1", "eot.sampler.views_per_step=2", "eot.sampler.fit.drives=1",
+        "eot.sampler.fit.frames_per_drive=3"]
 
 
 def call(main, argv: list[str]) -> int:

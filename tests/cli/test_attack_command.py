@@ -13,7 +13,10 @@ from commands import one_sentence_error
 
 TINY = ["attack.steps=2", "attack.batch_size=4", "attack.checkpoint_every=1", "gallery_views=4",
         "eot.grid.azimuth_deg=[-30,30]", "eot.grid.distance_m=[5,12]", "eot.grid.lighting=[noon,low_sun]",
-        "progress=false"]
+        "progress=false",
+        # the approach windows (eot=approach, the default) at their smallest: one drive of one window and two views
+        "eot.sampler.drives=1", "eot.sampler.segments=1", "eot.sampler.views_per_step=2", "eot.sampler.fit.drives=1",
+        "eot.sampler.fit.frames_per_drive=3"]
 
 
 def run_cli(args: list[str], tmp_path: Path, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -40,8 +43,12 @@ def test_canonical_command_writes_every_output(tmp_path):
     assert "held-out success" in proc.stdout
     # the main figure says what the patch was fitted to and how the held-out victims read it, in the
     # terminal, in metrics.json and at the top of report.md
+    # it leads with the drive verdict (the attacked stack, then the held-out classifiers), then the per-view figures
     last = [line for line in proc.stdout.splitlines() if line.startswith("targeted -> yield")][-1]
-    assert last.startswith("targeted -> yield, fitted to signnet: held-out success"), last
+    assert last.startswith("targeted -> yield, fitted to signnet: over 2 held-out drives (two-stage (detnet -> "
+                           "signnet)) the car runs the sign in "), last
+    assert "the 9 held-out classifiers in " in last and "; per view: held-out success" in last
+    assert last.index("held-out classifiers") < last.index("per view")
     assert "views of the held-out protocol" in last and "not fitted to: 9 held-out victims read it" in last
     assert m["headline"] == last
     assert "**Headline:**" in (run / "report.md").read_text()

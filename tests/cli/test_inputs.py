@@ -32,7 +32,7 @@ class Payload:
     ("image_size=0", ["image_size", ">= 8"]),
     ("eot.grid.sensor_focal_px=0", ["eot.grid.sensor_focal_px", "> 0"]),
     ("eot.grid.frame=0", ["eot.grid.frame", "(0, 1]"]),
-    ("eot.sampler.distance_m=[25,3]", ["eot.sampler.distance_m", "min <= max"]),
+    ("eot.sampler.speed_kmh=[75,25]", ["eot.sampler.speed_kmh", "min <= max"]),
 ])
 def test_numbers_out_of_range_are_refused_before_any_work(override, words, in_tmp, capsys):
     assert call(attack_main, ["+scene=stop_sign", override]) == 2

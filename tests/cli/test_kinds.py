@@ -64,7 +64,7 @@ def toy_kind():
 
 def test_a_toy_kind_runs_through_the_command_with_nothing_else_changed(toy_kind, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "disabled")
-    cfg = compose("+scene=stop_sign", "attack=yield", "attack.steps=3", "attack.batch_size=4",
+    cfg = compose("+scene=stop_sign", "attack=yield", "eot=default", "attack.steps=3", "attack.batch_size=4",
                   "attack.checkpoint_every=0", "attack.mask_search_steps=0", "patch.shape=bars", "progress=false",
                   "logger=none", "+drive=none", f"victim._target_={__name__}.BrightnessMeter")
     with open_dict(cfg):

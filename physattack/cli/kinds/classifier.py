@@ -59,6 +59,8 @@ class ClassifierKind(AttackKind):
         return Perception(detector, inputs.victim, names, inputs.members, *inputs.crop)
 
     def headline(self, report: RunReport) -> str:
+        """The drive verdict first (when the run judged drives), then the held-out protocol's per-view figures."""
+        from physattack.drive.report import drive_verdict
         from physattack.evaluate.members import fitted_phrase, headline_figures, not_fitted_phrase
 
         fig = headline_figures(report.summary.get("victim_names") or [], report.heldout, report.summary)
@@ -70,7 +72,8 @@ class ClassifierKind(AttackKind):
                     f"correctly{' by ' + fig['quoted'] if fig['fitted_to'] else ''} (clean accuracy "
                     f"{clean['rate']:.1%} of {clean['n']} {where}), so the victim does not recognise this scene as it "
                     "is rendered; check the scene's texture and the victim.")
-        return (f"{attack}{', ' + who if who else ''}: held-out success {asr['rate']:.1%} (95% CI "
+        drives = f"{drive_verdict(report.drive)}; per view: " if report.drive is not None else ""
+        return (f"{attack}{', ' + who if who else ''}: {drives}held-out success {asr['rate']:.1%} (95% CI "
                 f"{asr['ci95'][0]:.1%}-{asr['ci95'][1]:.1%}, {asr['count']}/{asr['n']} clean-correct {where}); clean "
                 f"accuracy {clean['rate']:.1%} of {clean['n']}; {not_fitted_phrase(fig)}; patch covers "
                 f"{report.summary['patch_area_fraction']:.1%} of the face.")

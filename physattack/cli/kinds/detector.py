@@ -9,6 +9,8 @@ detectors``); its drives are read by the attacked detector alone (or a two-stage
 
 from __future__ import annotations
 
+import sys
+
 from omegaconf import DictConfig
 
 from physattack.cli import build
@@ -24,8 +26,17 @@ class DetectorKind(AttackKind):
 
     def views(self, sampler, grid, victim, size: tuple[int, int]) -> tuple:
         """Context frames (``FrameSampler``, ``FrameGrid``) at the detector's own input size."""
+        from physattack.drive.approach import ApproachSampler
         from physattack.eot.frames import FrameGrid, FrameSampler
+        from physattack.errors import InputError
 
+        if isinstance(sampler, ApproachSampler):      # approach windows read through a classifier: per view here
+            if sampler.views is None:
+                raise InputError("eot=approach reads its windows through a two-stage stack's classifier, so a detector "
+                                 "victim is attacked on eot.sampler.views, which is null: set it or add eot=default.")
+            print("eot=approach: the windows are read through a classifier, so this detector is attacked per view on "
+                  "eot.sampler.views (the default EOT's views)", file=sys.stderr)
+            sampler = sampler.views
         return FrameSampler(sampler), FrameGrid(grid), (victim.input_size, victim.input_size)
 
     def protocol(self, cfg: DictConfig, inputs: ProtocolInputs):
@@ -60,9 +71,15 @@ class DetectorKind(AttackKind):
         return Perception(inputs.victim, classifier, names, members, *inputs.crop)
 
     def headline(self, report: RunReport) -> str:
+        """The drive verdict first (when the run judged drives), then the held-out frames' figures."""
+        from physattack.drive.report import drive_verdict
         from physattack.evaluate.detection import headline
 
-        return headline(report.to_json())
+        line = headline(report.to_json())
+        if report.drive is None:
+            return line
+        attack, rest = line.split(": ", 1)
+        return f"{attack}: {drive_verdict(report.drive)}; per frame: {rest}"
 
     def headline_rate(self, report: RunReport) -> float | None:
         return report.summary["attack_success_rate"]["rate"]

@@ -1,0 +1,140 @@
+"""EOT over approach windows (physattack/drive/approach.py, eot=approach): the windows are drawn where a
+recognition still stops the car, the hard success agrees with the judge, the stop margin pulls on the windows
+that stop the car even where every frame reads the sign, the detector framing is measured on real frames, and
+a few optimizer steps through it lower the drives' stop margin."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from physattack.drive.approach import ApproachObjective, ApproachSampler, DetectorFraming, Windows
+from physattack.drive.judge import first_recognition
+from physattack.drive.surrogate import stop_margin
+from physattack.drive.trajectories import Dashcam, DriveRenderer, braking_distance_m
+from physattack.eot import BackgroundBank
+from physattack.errors import InputError
+
+K, N = 3, 5
+
+
+def test_windows_lie_between_the_first_frame_and_the_braking_point():
+    s = ApproachSampler(drives=6, segments=3)
+    w = s.windows(torch.Generator().manual_seed(0))
+    assert len(w.params) == s.batch_size == 6 * 3 * N and w.found.all()          # no detector framing: all found
+    x = w.params.distance_m.reshape(6, 3, N)
+    along = torch.sqrt(x ** 2 - (s.dashcam.height_m - s.sign_height_m) ** 2)       # down the road, plus the offset
+    assert (x[:, 0, 0] >= s.start_m - 1e-3).all()                                   # the first window: the first frames
+    steps = x[..., :-1] - x[..., 1:]
+    assert (steps > 0).all() and (steps < s.speed_kmh[1] / 3.6 / s.fps + 1e-3).all()   # consecutive 30-fps frames
+    # every frame is at least its drive's braking distance away (the fastest drive's is the nearest bound)
+    assert (along.amin((1, 2)) >= braking_distance_m(s.speed_kmh[0], s.reaction_s, s.decel_mps2) - 1e-3).all()
+    assert (w.params.azimuth_deg < 0).all()          # the sign stands to the right of the car's path
+
+
+def test_the_hard_success_is_the_judges_rule_on_each_segment():
+    g = torch.Generator().manual_seed(1)
+    w = ApproachSampler(drives=64, segments=2).windows(g)
+    for trial in range(20):
+        reads = torch.rand(len(w.params), generator=g) < 0.25 + 0.03 * trial
+        runs = w.runs(reads)
+        per = reads.reshape(64, 2, N)
+        for d in range(64):
+            stops = any(first_recognition(per[d, j], K, N) is not None for j in range(2))
+            assert bool(runs[d]) is not stops
+
+
+def test_missed_frames_read_nothing():
+    w = ApproachSampler(drives=1, segments=1).windows(torch.Generator().manual_seed(0))
+    missed = Windows(w.params, torch.tensor([True, False, False, False, True]), 1, 1, ApproachObjective())
+    assert bool(missed.runs(torch.ones(N, dtype=torch.bool))[0]) is True        # 2 frames found: the car runs it
+    assert bool(w.runs(torch.ones(N, dtype=torch.bool))[0]) is False            # all 5 found and read: it stops
+
+
+def test_stop_margin_does_not_saturate_and_pulls_on_the_stopping_window():
+    p = torch.zeros(2, 3, N)
+    p[0] = 1.0                                  # every frame read as the sign: the car surely stops
+    p[1, 1, :2] = 0.4                           # nothing close to k readings
+    p.requires_grad_(True)
+    m = stop_margin(p, K, N)
+    assert float(m[0].detach()) > N - K and float(m[1].detach()) < 0.05
+    m.sum().backward()
+    assert p.grad[0].sum() > 0.9                # a gradient of about 1 where soft_stop's would vanish
+    q = torch.full((1, 2, N), 0.2)
+    q[0, 1] = torch.tensor([0.2, 0.9, 0.9, 0.9, 0.2])
+    q.requires_grad_(True)
+    stop_margin(q, K, N).sum().backward()
+    assert q.grad[0, 1, 1:4].min() > 10 * q.grad[0, 0].abs().max()      # the window that stops the car
+
+
+def test_bad_settings_name_the_key():
+    with pytest.raises(InputError, match="eot.sampler.decision.k"):
+        ApproachObjective(k=6, n=5)
+    with pytest.raises(InputError, match="eot.sampler.speed_kmh"):
+        ApproachSampler(speed_kmh=(30.0, 120.0))                  # braking beyond the first frame
+    with pytest.raises(InputError, match="views_per_step"):
+        ApproachSampler(views_per_step=8)
+    with pytest.raises(InputError, match="longer than the runs"):
+        stop_margin(torch.zeros(1, 1, 4), K, N)
+
+
+def test_the_detector_framing_is_measured_on_rendered_drive_frames(stop_scene):
+    """The bundled DetNet finds the clean sign on frames of drives rendered over training backgrounds, its box
+    within a few percent of the sign's; views drawn after the fit are framed by those boxes."""
+    from physattack.drive.stacks import StackSettings, TiledDetector
+    from physattack.render import Renderer
+    from physattack.victims import load_detnet
+
+    cam = Dashcam()
+    tiled = TiledDetector(load_detnet().eval(), cam, stop_scene.texture_size_m, StackSettings())
+    framing = DetectorFraming(tiled, DriveRenderer(Renderer(), BackgroundBank(4, seed=0), cam), drives=2,
+                              frames_per_drive=5)
+    s = ApproachSampler(dashcam=cam, background_count=4, framing=framing)
+    g = torch.Generator().manual_seed(0)
+    m = s.refit(0, stop_scene, stop_scene.texture, g)
+    assert m is not None and len(m) >= 8 and m.found_rate() >= 0.8
+    assert (m.ratio[m.found] - 1).abs().max() < 0.3 and m.dx[m.found].abs().max() < 0.2
+    assert s.refit(1, stop_scene, stop_scene.texture, g) is None               # not due
+    w = s.windows(g)
+    assert torch.allclose(w.params.frame, s.crop_frame / framing.sample(w.params.distance_m, g).ratio, atol=0.3)
+    state = s.state_dict()
+    other = ApproachSampler(dashcam=cam, background_count=4, framing=DetectorFraming(tiled, framing.renderer))
+    other.load_state_dict(state)
+    assert torch.equal(other.framing.measured.ratio, m.ratio)
+
+
+def test_steps_on_approach_windows_lower_the_drives_stop_margin(stop_scene, signnet, tmp_path):
+    """The decision-level objective end to end in the EOT loop (the hand framing: no detector): a short run makes
+    the drawn drives' stop margin fall and records the share of drives that run the sign as its success."""
+    from physattack.attack import AttackSetup, EOTAttack
+    from physattack.config import RunConfig
+    from physattack.eot import ViewPipeline
+    from physattack.patch import sticker_for_scene
+    from physattack.printing import load_palette
+    from physattack.render import Renderer
+
+    torch.manual_seed(0)
+    sampler = ApproachSampler(drives=2, segments=2, background_count=4, view={"frame": (0.55, 0.7)})
+    pipe = ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (64, 64))
+    patch = sticker_for_scene(stop_scene, shape="bars")
+    setup = AttackSetup(scene=stop_scene, patch=patch, victim=signnet.eval(), pipeline=pipe, sampler=sampler,
+                        palette=load_palette(None))
+    attack = EOTAttack(steps=12, lr=0.3, checkpoint_every=0)
+    signs = tuple(signnet.label_set("stop"))
+
+    def margin() -> float:
+        g = torch.Generator().manual_seed(5)
+        with torch.no_grad():
+            texture = patch.apply(stop_scene.texture)
+            out = []
+            for _ in range(3):
+                w = sampler.windows(g)
+                views = pipe(stop_scene, texture, w.params)
+                out.append(w.margin(torch.softmax(signnet(views.images), -1)[:, list(signs)].sum(-1)))
+            return float(torch.cat(out).mean())
+
+    before = margin()
+    result = attack.run(setup, RunConfig(seed=0, progress=False), tmp_path)
+    after = margin()
+    assert before > 0.2 and after < 0.25 * before, (before, after)
+    assert all(0.0 <= r["batch_success"] <= 1.0 for r in result.history)
