@@ -26,7 +26,7 @@ SCHEMA_VERSION = 2
 METRICS_FILE = "metrics.json"
 
 #: The sections, in the order ``metrics.json`` lists them after the run's own facts and figures.
-SECTIONS = ("per_view", "heldout", "sanity", "atlas", "placement", "report", "drive", "headline")
+SECTIONS = ("per_view", "heldout", "sanity", "atlas", "placement", "report", "drive", "area", "headline")
 
 
 @dataclass
@@ -43,7 +43,8 @@ class RunReport:
             detectors' table).
         sanity: the protocol's sanity flags. atlas: its natural-failure atlas.
         placement: the placement-error table. report: the path of ``report.md``.
-        drive: the drive report's summary. headline: the line the command ends with.
+        drive: the drive report's summary. area: the area frontier (``physattack.evaluate.area``).
+        headline: the line the command ends with.
     """
 
     kind: str
@@ -55,6 +56,7 @@ class RunReport:
     placement: dict | None = None
     report: str | None = None
     drive: dict | None = None
+    area: dict | None = None
     headline: str | None = None
     schema_version: int = SCHEMA_VERSION
 

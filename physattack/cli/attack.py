@@ -206,6 +206,8 @@ def attack_and_report(parts: AttackParts, run: RunConfig, run_dir: Path, tracker
         summary = {"scene": scene.name, "attack": report.summary.get("attack"), "run_dir": str(run_dir)}
         report.drive = drive.report(printed, free_folder(run_dir / "drive"), summary, tracker=tracker,
                                     photograph=camera_stage(parts.eval_pipeline), progress=run.progress)
+    if parts.area is not None and not result.interrupted:
+        report.area = parts.kind.frontier(done, evaluation, drive, parts.area, run.progress)
     return report
 
 

@@ -205,7 +205,10 @@ def approach_framing(sampler, cfg: DictConfig, *, scene, renderer, backgrounds, 
     from physattack.drive import DriveRenderer, TiledDetector
     from physattack.drive.approach import ApproachSampler, DetectorFraming
 
-    if not isinstance(sampler, ApproachSampler) or sampler.framing is not None:
+    if not isinstance(sampler, ApproachSampler):
+        return sampler
+    sampler.with_crop_frame(float(cfg.eot.grid.frame))
+    if sampler.framing is not None:
         return sampler
     node = cfg.drive if cfg.get("drive") is not None and cfg.drive.get("detector") is not None else drive_config()
     detector, _ = drive_detector(node, device)

@@ -35,6 +35,7 @@ class AttackParts:
     export: object
     protocol: object | None   # the kind's held-out protocol (``AttackKind.protocol``), or None
     victim_names: list[str]   # what the attacked victim(s) are called in reports
+    area: object | None = None    # the area frontier's settings (``evaluation.area``) when the run gets one
 
     @property
     def palette(self) -> torch.Tensor:
@@ -78,8 +79,12 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     if cfg.get("evaluation") is not None and cfg.evaluation.enabled:
         protocol, names = kind.protocol(cfg, ProtocolInputs(victim, names, eval_pipeline, (renderer, eval_bank, size),
                                                             patch, device))
+    area = None
+    if protocol is not None:
+        area = build.make(cfg.evaluation.get("area") or {"_target_": "physattack.evaluate.area.AreaSettings"})
+        area = area if area.wanted(patch) else None          # true for a paint patch is refused here
     return AttackParts(scene, victim, attack, patch, kind, pipeline, sampler, eval_pipeline, grid,
-                       (palette, colour_model), build.export_options(cfg), protocol, names)
+                       (palette, colour_model), build.export_options(cfg), protocol, names, area)
 
 
 __all__ = ["AttackParts", "attack_parts"]

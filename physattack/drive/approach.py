@@ -242,7 +242,8 @@ class ApproachSampler:
         reaction_s, decel_mps2: the braking rule (``drive.settings``): frames nearer than the braking distance
             are not drawn (a recognition there is too late to stop).
         drives, segments: drives per step, and windows of ``decision.n`` consecutive frames per drive.
-        crop_frame: the detector box's longer side as a share of the classifier's crop (the stack's).
+        crop_frame: the detector box's longer side as a share of the classifier's crop (the stack's); None: the
+            run's ``eot.grid.frame``, which the builder sets (``with_crop_frame``).
         decision: the loss (``ApproachObjective``).
         refit_every: steps between fits of the detector framing (``DetectorFraming``); 0 fits once.
         fit: how each fit measures the detector: ``drives``, ``frames_per_drive``, ``neighbours``
@@ -265,7 +266,7 @@ class ApproachSampler:
     decel_mps2: float = 6.0
     drives: int = 4
     segments: int = 2
-    crop_frame: float = 0.62
+    crop_frame: float | None = 0.62
     decision: ApproachObjective = field(default_factory=ApproachObjective)
     refit_every: int = 100
     fit: dict = field(default_factory=lambda: {"drives": 6, "frames_per_drive": 8, "neighbours": 6})
@@ -301,8 +302,9 @@ class ApproachSampler:
         check_range(key + "decel_mps2", self.decel_mps2, 0.0, lo_open=True, why="braking deceleration in m/s²")
         check_range(key + "drives", self.drives, 1, integer=True, why="drives per step")
         check_range(key + "segments", self.segments, 1, integer=True, why="windows per drive")
-        check_range(key + "crop_frame", self.crop_frame, 0.0, 1.0, lo_open=True,
-                    why="the detector box's share of the classifier's crop")
+        if self.crop_frame is not None:
+            check_range(key + "crop_frame", self.crop_frame, 0.0, 1.0, lo_open=True,
+                        why="the detector box's share of the classifier's crop")
         check_range(key + "refit_every", self.refit_every, 0, integer=True, why="steps between framing fits")
         fastest = self.speed_kmh[1]
         brake = braking_distance_m(fastest, self.reaction_s, self.decel_mps2)
@@ -311,6 +313,12 @@ class ApproachSampler:
             raise InputError(f"At {fastest:g} km/h (eot.sampler.speed_kmh) the braking distance is {brake:.1f} m, so "
                              f"no window of {self.decision.n} frames fits between it and the first frame at "
                              f"eot.sampler.start_m={self.start_m:g}: lower the speed or start farther away.")
+
+    def with_crop_frame(self, frame: float) -> "ApproachSampler":
+        """This sampler, its crops framed as ``frame`` when its own ``crop_frame`` is None."""
+        if self.crop_frame is None:
+            self.crop_frame = float(frame)
+        return self
 
     # -- the view-sampler interface --------------------------------------------------------------------
     @property

@@ -58,6 +58,12 @@ def test_canonical_command_writes_every_output(tmp_path):
     assert m["drive"]["drives"] == 2 and m["drive"]["stack"] == "two-stage" and "stop_rate_attacked" in m["drive"]
     assert (run / "drive" / "drive.md").is_file() and (run / "drive" / "drive_0.mp4").is_file()
     assert "drive-by (two-stage (detnet -> signnet), 2 held-out drives)" in proc.stdout
+    # and with the area frontier: the run's stickers, then 75, 50 and 25 % of their area, per view and per drive
+    assert (run / "area.png").is_file() and "## Area frontier" in (run / "report.md").read_text()
+    steps = m["area"]["steps"]
+    assert [s["keep"] for s in steps] == [1.0, 0.75, 0.5, 0.25] and all("drives" in s for s in steps)
+    assert steps[0]["area_fraction"] == pytest.approx(m["patch_area_fraction"], abs=1e-4)
+    assert steps[0]["cells"] > steps[-1]["cells"] and set(steps[0]["views"]) >= {"signnet", "zoo_vit"}
 
 
 @pytest.mark.slow

@@ -42,6 +42,13 @@ def test_numbers_out_of_range_are_refused_before_any_work(override, words, in_tm
     assert not list(in_tmp.iterdir()), "a refused run left a folder behind"
 
 
+def test_an_area_frontier_of_a_paint_patch_names_the_key(in_tmp, capsys):
+    assert call(attack_main, ["+scene=stop_sign", "patch=paint", "evaluation.area.enabled=true"]) == 2
+    msg = one_sentence(capsys)
+    assert "evaluation.area.enabled=true" in msg and "no stickers to take off" in msg, msg
+    assert not list(in_tmp.iterdir()), "a refused run left a folder behind"
+
+
 def scene_copy(tmp_path) -> pathlib.Path:
     folder = tmp_path / "scene"
     shutil.copytree(bundled_scenes_dir() / "stop_sign", folder)

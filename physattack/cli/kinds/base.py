@@ -74,6 +74,11 @@ class AttackKind:
         its runs are not judged on drives."""
         return None
 
+    def frontier(self, done, setup, drive, settings, progress: bool = False) -> dict | None:
+        """The area frontier of a finished sticker attack (``physattack.evaluate.area``), written and logged
+        into ``setup``'s run folder and tracker; None when the kind has none."""
+        return None
+
     def headline(self, report: RunReport) -> str:
         """The line the command ends with."""
         raise NotImplementedError

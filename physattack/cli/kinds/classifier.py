@@ -58,6 +58,38 @@ class ClassifierKind(AttackKind):
                  "classifier": name if len(inputs.names) <= 1 else f"the mean probability of {name}"}
         return Perception(detector, inputs.victim, names, inputs.members, *inputs.crop)
 
+    def frontier(self, done, setup, drive, settings, progress: bool = False) -> dict | None:
+        """Stickers taken off the least useful first, each step scored on the quick grid by every victim of the
+        protocol's panel and on the run's drives (``physattack.evaluate.area``)."""
+        import torch
+
+        from physattack.cli.attack import camera_stage
+        from physattack.evaluate.area import FrontierInputs, area_frontier, drive_judge, report_frontier
+
+        members = self.members(setup.protocol)
+        if not members:
+            return None
+        scene, patch, attack = done.scene, done.patch, done.attack
+        attacked = [m.victim for m in members.values() if m.role == "attacked"]
+        goal = [tuple(v.label_set(attack.target if attack.targeted else scene.class_name)) for v in attacked]
+        params = setup.grid.params()
+        rank = params[:min(settings.rank_views, len(params))]
+
+        def score(texture):
+            views = setup.pipeline(scene, texture, rank).images
+            reads = [torch.softmax(v(views.to(next(v.parameters()).device)).float(), -1)[:, list(g)].sum(-1).cpu()
+                     for v, g in zip(attacked, goal)]
+            mean = torch.stack(reads).mean()
+            return mean if attack.targeted else 1 - mean
+
+        cell = (patch.mask_search or {}).get("cell_px") or max(4, round(patch.mask.shape[-1] * 45 / 750))
+        judge = (drive_judge(drive, scene.texture, camera_stage(setup.pipeline))
+                 if drive is not None and settings.drives else None)
+        inputs = FrontierInputs(scene, scene.texture, done.eval_texture, patch.mask, int(cell),
+                                float(scene.face_mask.sum()), score, members, setup.pipeline, params,
+                                attack.target if attack.targeted else None, judge)
+        return report_frontier(area_frontier(inputs, settings, progress), setup.run_dir, setup.tracker)
+
     def headline(self, report: RunReport) -> str:
         """The drive verdict first (when the run judged drives), then the held-out protocol's per-view figures."""
         from physattack.drive.report import drive_verdict
