@@ -327,7 +327,7 @@ class EOTAttack:
         if s.colour_model is not None:
             texture = s.colour_model.print_patch(texture, patch.mask)
         if self.placement is not None:
-            texture = self._placed(loop, texture, draw.base)
+            texture = self._placed(loop, texture, draw.base, len(draw.params))
         views = s.pipeline(s.scene, texture, draw.params)
         if loop.members is None:
             output = self._victim_output(s.victim, views.images, loop.run)
@@ -388,11 +388,11 @@ class EOTAttack:
         reads = torch.isin(output.argmax(-1), torch.tensor(list(signs), device=output.device))
         return float(windows.success(reads, per_view))
 
-    def _placed(self, loop: _Loop, texture: Tensor, base: Tensor) -> Tensor:
-        """B×3×H×W: the step's (printed) design as deployed, with one placement error drawn per view."""
+    def _placed(self, loop: _Loop, texture: Tensor, base: Tensor, views: int) -> Tensor:
+        """views×3×H×W: the step's (printed) design as deployed, with one placement error drawn per view."""
         s = loop.setup
         pieces = sticker_pieces(s.patch.mask)
-        draw = self.placement.sample(self.batch_size, len(pieces), loop.generator)
+        draw = self.placement.sample(views, len(pieces), loop.generator)
         return place_stickers(texture, s.patch.mask, base, s.scene.face_mask, texels_per_mm(s.scene), draw, pieces)
 
     def _adversarial(self, loop: _Loop, views) -> tuple[Tensor, Tensor | None]:
