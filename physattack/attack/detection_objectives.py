@@ -86,6 +86,15 @@ def untargeted(output: DetectorOutput, true_label: int, views, min_iou: float = 
     return hide(output, true_label, views, min_iou, k) + 0.5 * topk_mean(log_margin.clamp(min=-margin), mask, k)
 
 
+def sign_reading(output: DetectorOutput, label: int, views, min_iou: float = 0.3) -> Tensor:
+    """B in (0, 1): how surely each view's detector reads the sign, for objectives over drives: the odds of its
+    best candidate of ``label`` on the sign (``on_sign``) over the operating threshold's odds, as a probability
+    (½ at the threshold; a view with no candidate on the sign reads ~0)."""
+    best = topk_mean(output.candidate_scores[..., label], on_sign(output, views, min_iou), 1).clamp(1e-6, 1 - 1e-6)
+    thr = output.score_threshold
+    return best * (1 - thr) / (best * (1 - thr) + (1 - best) * thr)
+
+
 def hidden(output: DetectorOutput, label: int, views) -> Tensor:
     """B bools: no detection of ``label`` with IoU ≥ 0.5 on the sign scores the threshold."""
     return best_scores_on_boxes(output.detections, views.boxes, label) < output.score_threshold

@@ -28,11 +28,13 @@ from physattack.atomic import load_torch, save_torch
 from physattack.config import RunConfig
 from physattack.errors import InputError
 from physattack.attack.mask_search import MaskSearch, search_sticker_mask
+from physattack.attack.detection_objectives import hidden, sign_reading
 from physattack.attack.objectives import DETECTOR_OBJECTIVES, DETECTOR_ONLY, OBJECTIVES, Objective, backward
 from physattack.patch.base import Patch
 from physattack.patch.placement import PlacementError, place_stickers, sticker_pieces, texels_per_mm
 from physattack.printing import non_printability_score, total_variation
 from physattack.scene.scene import Scene
+from physattack.victims.detection import DetectorOutput
 from physattack.victims.ensemble import Ensemble
 
 
@@ -279,15 +281,12 @@ class EOTAttack:
                      members, signs)
 
     def check_windows(self, victim, scene) -> tuple[int, ...]:
-        """Refuse what approach windows cannot serve (a detector victim, an attack that learns from one
-        victim's outputs); returns the victim's labels of the scene's class, the frames that stop the car."""
-        if getattr(victim, "is_detector", False):
-            raise AttackError("eot=approach judges drives through a two-stage stack's classifier, but this victim is a "
-                              "detector: add eot=default (per view) or eot=drive to the command.")
+        """Refuse what approach windows cannot serve (an attack that learns from one victim's outputs);
+        returns the victim's labels of the scene's class, those that stop the car."""
         if type(self).observe is not EOTAttack.observe:
             raise AttackError(f"{type(self).__name__} learns from one victim's outputs, not from drives: use "
                               "eot=default.")
-        return tuple(victim.label_set(scene.class_name))
+        return sign_labels(victim, scene)
 
     def members_of(self, ensemble: Ensemble, scene) -> list[Member]:
         """Each member with its objective and its own index of the label, looked up by name; an
@@ -298,7 +297,7 @@ class EOTAttack:
                               "split its steps over an ensemble; use a single victim (for example victim=signnet).")
         name = self.target if self.targeted else scene.class_name
         indices = ensemble.member_label_indices(name)
-        signs = [tuple(m.label_set(scene.class_name)) if hasattr(m, "label_set") else () for m in ensemble.members]
+        signs = [sign_labels(m, scene) for m in ensemble.members]
         return [Member(n, m, self.objective_for(m), i, s)
                 for n, m, i, s in zip(ensemble.names, ensemble.members, indices, signs)]
 
@@ -334,7 +333,7 @@ class EOTAttack:
             self.observe(output, draw.label, progress)
             adv = loop.objective.loss(output, draw.label, views).mean()
             if draw.windows is not None:
-                adv = adv + self._decision_loss(draw.windows, output, loop.sign_labels)
+                adv = adv + self._decision_loss(draw.windows, output, loop.sign_labels, views)
         else:
             adv, images_grad, per_member = self._ensemble_gradient(loop, views, draw.windows)
         colors = patch.colors()
@@ -345,7 +344,7 @@ class EOTAttack:
             grad_norm = self._descend(loop, loss)
             with torch.no_grad():
                 success = self._success(loop.objective.success(output, draw.label, views), draw.windows, output,
-                                        loop.sign_labels)
+                                        loop.sign_labels, views)
         else:
             grad_norm = self._descend(loop, loss, (views.images, images_grad))
             success = sum(per_member["member_success"].values()) / len(loop.members)
@@ -371,22 +370,17 @@ class EOTAttack:
                 texture = s.colour_model.print_patch(texture, s.patch.mask)
         s.sampler.refit(state.step, s.scene, texture, torch.Generator().manual_seed(loop.run.seed * 100_003 + state.step))
 
-    @staticmethod
-    def _sign_probability(output: Tensor, signs: tuple[int, ...]) -> Tensor:
-        return torch.softmax(output.float(), -1)[:, list(signs)].sum(-1)
-
-    def _decision_loss(self, windows, output: Tensor, signs: tuple[int, ...]) -> Tensor:
+    def _decision_loss(self, windows, output, signs: tuple[int, ...], views) -> Tensor:
         """``weight`` × the mean over the step's drives of their stop margin (``Windows.margin``)."""
-        return windows.objective.weight * windows.margin(self._sign_probability(output, signs)).mean()
+        return windows.objective.weight * windows.margin(sign_probability(output, signs, views)).mean()
 
     @staticmethod
-    def _success(per_view: Tensor, windows, output: Tensor, signs: tuple[int, ...]) -> float:
+    def _success(per_view: Tensor, windows, output, signs: tuple[int, ...], views) -> float:
         """The step's success: the share of views won, or with approach windows the share of drives that run
         the sign (``Windows.success``)."""
         if windows is None:
             return float(per_view.float().mean())
-        reads = torch.isin(output.argmax(-1), torch.tensor(list(signs), device=output.device))
-        return float(windows.success(reads, per_view))
+        return float(windows.success(reads_sign(output, signs, views), per_view))
 
     def _placed(self, loop: _Loop, texture: Tensor, base: Tensor, views: int) -> Tensor:
         """views×3×H×W: the step's (printed) design as deployed, with one placement error drawn per view."""
@@ -428,13 +422,13 @@ class EOTAttack:
                 output = self._victim_output(m.victim, ensemble.attack_inputs(m.victim, x, loop.generator), loop.run)
                 loss = m.objective.loss(output, m.label, views).mean()
                 if windows is not None:
-                    loss = loss + self._decision_loss(windows, output, m.signs)
+                    loss = loss + self._decision_loss(windows, output, m.signs, views)
                 grad = torch.autograd.grad(loss, x, allow_unused=True)[0] if loss.requires_grad else None
             grads.append(grad if grad is not None else torch.zeros_like(x))
             losses.append(float(loss.detach()))
             with torch.no_grad():
                 success[m.name] = self._success(m.objective.success(output, m.label, views), windows, output,
-                                                m.signs)
+                                                m.signs, views)
             del output, loss
         weights = ensemble.weights(losses)
         images_grad = sum(float(w) * g for w, g in zip(weights, grads))
@@ -570,3 +564,25 @@ class EOTAttack:
         if self._signal is not None and callable(before) and self._signal not in (signal.SIGINT, signal.SIGTERM):
             before(self._signal, None)        # e.g. submitit's requeue on SIGUSR2; a stop is already handled
 
+
+# -- what a frame of an approach window reads (physattack.drive.approach) -------------------------------------
+def sign_labels(victim, scene) -> tuple[int, ...]:
+    """The victim's labels that read as the scene's class (a classifier's label set; a detector's class)."""
+    if getattr(victim, "is_detector", False):
+        return (victim.label_index(scene.class_name),)
+    return tuple(victim.label_set(scene.class_name))
+
+
+def sign_probability(output, signs: tuple[int, ...], views) -> Tensor:
+    """B: how surely each view reads the sign: a classifier's probability of its labels, a detector's odds
+    over its threshold (``detection_objectives.sign_reading``)."""
+    if isinstance(output, DetectorOutput):
+        return sign_reading(output, signs[0], views)
+    return torch.softmax(output.float(), -1)[:, list(signs)].sum(-1)
+
+
+def reads_sign(output, signs: tuple[int, ...], views) -> Tensor:
+    """B bool: the view reads as the sign (a classifier's top label among ``signs``; a detector's box on it)."""
+    if isinstance(output, DetectorOutput):
+        return ~hidden(output, signs[0], views)
+    return torch.isin(output.argmax(-1), torch.tensor(list(signs), device=output.device))

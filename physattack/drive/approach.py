@@ -17,6 +17,11 @@ stop the car), a found one is cropped as that box would have been. The measureme
 ``refit_every`` steps as the patch changes (a patch that makes the detector miss or misplace the sign
 changes the crops the classifier sees).
 
+**Detectors** (``attack=hide``) read the same windows as the detector stack does: each frame is the
+detector's tile around the sign (``for_detector``: a ``tile_px`` input, the sign at its size in the tile at
+the stack's search scale for its distance — 2× beyond ``upscale_beyond_m`` — anywhere in the tile), and a
+frame reads the sign with the odds of the detector's best candidate on it over the operating threshold's.
+
 The loss (``ApproachObjective``) is the per-view objective plus ``weight`` times a hinge on each drive's
 smooth-maximum window count (``physattack.drive.surrogate.stop_margin``): the gradient goes to the windows
 that would still stop the car. A step's success is the share of its drives in which no window reaches
@@ -275,6 +280,7 @@ class ApproachSampler:
     views: ViewSampler | None = None
     views_per_step: int = 0
     framing: DetectorFraming | None = None
+    tiles: tuple[int, float, float] | None = None     # (tile_px, upscale, beyond_m) when a detector reads the frames
 
     def __post_init__(self) -> None:
         key = "eot.sampler."
@@ -288,7 +294,7 @@ class ApproachSampler:
             self.views = ViewSampler(**self.views)
         if self.background_count is not None:
             self.view = replace(self.view, background_count=self.background_count)
-            if self.views is not None:
+            if isinstance(self.views, ViewSampler):
                 self.views = replace(self.views, background_count=self.background_count)
         check_range(key + "views_per_step", self.views_per_step, 0, integer=True, why="independent views per step")
         if self.views_per_step and self.views is None:
@@ -320,6 +326,18 @@ class ApproachSampler:
             self.crop_frame = float(frame)
         return self
 
+    def for_detector(self, tile_px: int, upscale: float = 2.0, upscale_beyond_m: float = 42.5) -> "ApproachSampler":
+        """This sampler with its window frames drawn as the detector stack's tiles (``tile_px`` square, the frame
+        upsampled ``upscale``× for signs beyond ``upscale_beyond_m``: conf/drive's search scales) and its
+        independent views as context frames (``physattack.eot.frames.FrameSampler``) of the same size."""
+        from physattack.eot.frames import FrameSampler
+
+        check_range("tile_px", tile_px, 8, integer=True, why="the detector's input side")
+        check_range("upscale", upscale, 0.0, lo_open=True, why="how much far tiles are upsampled")
+        views = self.views
+        return replace(self, tiles=(int(tile_px), float(upscale), float(upscale_beyond_m)), framing=None,
+                       views=FrameSampler(views) if views is not None else None)
+
     # -- the view-sampler interface --------------------------------------------------------------------
     @property
     def object_width_m(self) -> float:
@@ -342,6 +360,18 @@ class ApproachSampler:
             parts.append(w.params[:min(left, len(w.params))])
             left -= len(parts[-1])
         return SceneParams.cat(parts)
+
+    def _tiled(self, params: SceneParams, along_m: Tensor, g: torch.Generator) -> SceneParams:
+        """``params`` reframed as the detector's tiles: the sign at its width in the tile, anywhere in it."""
+        from physattack.eot.frames import reframe
+
+        tile, upscale, beyond = self.tiles
+        scale = torch.where(along_m > beyond, torch.full_like(along_m, upscale), torch.ones_like(along_m))
+        sign_px = self.dashcam.focal_px * self.view.object_width_m / params.distance_m * scale
+        share = (sign_px / tile).clamp(0.02, 0.9)
+        # the tile spans tile/scale sensor pixels: reframe's sensor width is focal × the frame's width / distance
+        return reframe(params, share, torch.rand(len(share), 2, generator=g), self.view.object_width_m,
+                       self.dashcam.focal_px)
 
     def state_dict(self) -> dict:
         """The detector framing's measurements (plain tensors, for checkpoints): a resumed run frames its views
@@ -419,6 +449,8 @@ class ApproachSampler:
             sensor_px=sensor_pixels(self.view.object_width_m, flat(rng), frame, self.dashcam.focal_px),
             noise_seed=torch.randint(0, 2**31 - 1, (count,), generator=g))
         params = SceneParams(**fields)
+        if self.tiles is not None:
+            params = self._tiled(params, flat(dist), g)
         if self.views_per_step:
             params = SceneParams.cat([params, self.views.sample(self.views_per_step, g)])
         return Windows(params, found, d, s, self.decision)

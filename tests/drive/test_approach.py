@@ -138,3 +138,34 @@ def test_steps_on_approach_windows_lower_the_drives_stop_margin(stop_scene, sign
     after = margin()
     assert before > 0.2 and after < 0.25 * before, (before, after)
     assert all(0.0 <= r["batch_success"] <= 1.0 for r in result.history)
+
+
+def test_a_detectors_windows_are_its_tiles_at_the_stacks_scales():
+    """For attack=hide each window frame is the detector's 160-px tile: the sign at its width there, 2x upsampled
+    beyond 42.5 m (conf/drive's search scales), so the tile spans 80 or 160 sensor pixels."""
+    s = ApproachSampler(drives=8, segments=2).for_detector(160)
+    w = s.windows(torch.Generator().manual_seed(0))
+    along = torch.sqrt(w.params.distance_m ** 2 - (s.dashcam.height_m - s.sign_height_m) ** 2)
+    far = along > 42.5
+    assert far.any() and (~far).any()
+    assert torch.allclose(w.params.sensor_px[far], torch.full_like(w.params.sensor_px[far], 80.0))
+    assert torch.allclose(w.params.sensor_px[~far], torch.full_like(w.params.sensor_px[~far], 160.0))
+    sign_px = s.dashcam.focal_px * 0.75 / w.params.distance_m * torch.where(far, 2.0, 1.0)
+    assert torch.allclose(w.params.frame, sign_px / 160, atol=1e-5)
+    assert (w.params.shift_x.abs() > 0.01).any()                  # anywhere in the tile, not centred
+
+
+def test_a_detectors_reading_is_its_odds_over_the_threshold():
+    from physattack.attack.detection_objectives import sign_reading
+    from physattack.victims.detection import DetectorOutput
+
+    class Views:
+        boxes = torch.tensor([[10.0, 10.0, 30.0, 30.0]] * 3)
+
+    scores = torch.zeros(3, 2, 2)
+    scores[:, 0, 0] = torch.tensor([0.3, 0.9, 0.05])             # the candidate on the sign, class 0
+    scores[:, 1, 0] = 0.99                                         # one elsewhere: never counts
+    boxes = torch.tensor([[10.0, 10.0, 30.0, 30.0], [60.0, 60.0, 80.0, 80.0]]).expand(3, 2, 4)
+    out = DetectorOutput(boxes, scores, torch.ones(3, 2, dtype=torch.bool), [], 0.3)
+    p = sign_reading(out, 0, Views())
+    assert p[0] == pytest.approx(0.5, abs=1e-4) and p[1] > 0.9 and p[2] < 0.15

@@ -9,8 +9,6 @@ detectors``); its drives are read by the attacked detector alone (or a two-stage
 
 from __future__ import annotations
 
-import sys
-
 from omegaconf import DictConfig
 
 from physattack.cli import build
@@ -28,15 +26,9 @@ class DetectorKind(AttackKind):
         """Context frames (``FrameSampler``, ``FrameGrid``) at the detector's own input size."""
         from physattack.drive.approach import ApproachSampler
         from physattack.eot.frames import FrameGrid, FrameSampler
-        from physattack.errors import InputError
 
-        if isinstance(sampler, ApproachSampler):      # approach windows read through a classifier: per view here
-            if sampler.views is None:
-                raise InputError("eot=approach reads its windows through a two-stage stack's classifier, so a detector "
-                                 "victim is attacked on eot.sampler.views, which is null: set it or add eot=default.")
-            print("eot=approach: the windows are read through a classifier, so this detector is attacked per view on "
-                  "eot.sampler.views (the default EOT's views)", file=sys.stderr)
-            sampler = sampler.views
+        if isinstance(sampler, ApproachSampler):     # windows read as the stack's detector reads them: its tiles
+            return sampler.for_detector(victim.input_size), FrameGrid(grid), (victim.input_size, victim.input_size)
         return FrameSampler(sampler), FrameGrid(grid), (victim.input_size, victim.input_size)
 
     def protocol(self, cfg: DictConfig, inputs: ProtocolInputs):
