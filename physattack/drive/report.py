@@ -161,6 +161,11 @@ def drive_verdict(result: dict) -> str:
         head += (f"the car runs the sign in {s['rate']:.1%} ({s['count']}/{s['n']}, 95% CI {s['ci95'][0]:.1%}-"
                  f"{s['ci95'][1]:.1%}) of those it stops in clean")
     panel = result.get("panel") or {}
+    attacked = {n: r["attack_success_rate"] for n, r in (panel.get("members") or {}).items()
+                if r["role"] == "attacked" and "attack_success_rate" in r}
+    if len(attacked) > 1:                      # a car runs one model, not the members' mean the stack reads
+        head += " (each attacked member alone: " + ", ".join(
+            f"{n} {r['rate']:.1%}" if r["n"] else f"{n} n/a" for n, r in attacked.items()) + ")"
     mean, fam = panel.get("held_out_mean") or {}, panel.get("held_out_families") or {}
     if mean.get("attack_success_rate") is not None:
         k, kind = len(mean["victims"]), panel.get("kind", "classifier")

@@ -55,3 +55,26 @@ def test_the_drive_report_the_headline_and_wandb_agree(tmp_path, monkeypatch):
         assert recorder.summaries[f"drive/{key}"] == drive[key]["rate"] == metrics["drive"][key]["rate"]
     heldout = metrics["attack_success_rate"] if "attack_success_rate" in metrics else None
     assert heldout is not None and f"held-out success {heldout['rate']:.1%}" in head
+
+
+def test_the_drive_verdict_quotes_each_attacked_member_and_the_held_out_means():
+    from physattack.drive.report import drive_verdict
+
+    def r(count, n):
+        return {"rate": count / n if n else 0.0, "count": count, "n": n, "ci95": [0.1, 0.9]}
+
+    result = {"drives": 18, "stack": "two-stage", "victims": {"detector": "detnet", "classifier": "the mean of a+b"},
+              "attack_success_rate": r(12, 18),
+              "panel": {"kind": "classifier",
+                        "members": {"a": {"role": "attacked", "attack_success_rate": r(17, 18)},
+                                    "b": {"role": "attacked", "attack_success_rate": r(9, 18)},
+                                    "c": {"role": "held-out", "attack_success_rate": r(2, 18)}},
+                        "held_out_mean": {"victims": ["c"], "attack_success_rate": 2 / 18},
+                        "held_out_families": {"victims": [], "attack_success_rate": None}}}
+    line = drive_verdict(result)
+    assert line.startswith("over 18 held-out drives (two-stage (detnet -> the mean of a+b)) the car runs the sign in "
+                           "66.7% (12/18, 95% CI 10.0%-90.0%) of those it stops in clean"), line
+    assert "(each attacked member alone: a 94.4%, b 50.0%)" in line
+    assert line.endswith("the 1 held-out classifier in 11.1% on average"), line
+    assert "never saw" not in line
+    assert "undefined" in drive_verdict({**result, "attack_success_rate": r(0, 0), "panel": {}})
