@@ -30,14 +30,13 @@ that would still stop the car. A step's success is the share of its drives in wh
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
 from torchvision.ops import box_iou
 
-from physattack.drive.surrogate import soft_stop, stop_margin
+from physattack.drive.surrogate import stop_margin
 from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer, braking_distance_m
 from physattack.eot.grid import LIGHTING_PRESETS
 from physattack.eot.params import SceneParams
