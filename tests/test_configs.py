@@ -71,7 +71,7 @@ def test_canonical_composition(hydra_ctx):
 
 
 #: Experiments that are one run's recipe rather than a sweep.
-RECIPES = {"transfer"}
+RECIPES = {"transfer", "unseen"}
 
 
 @pytest.mark.parametrize("name", [e for e in EXPERIMENTS if e not in RECIPES])
@@ -80,6 +80,17 @@ def test_experiment_files_compose_with_their_sweeps(hydra_ctx, name):
                   return_hydra_config=True)
     assert cfg.hydra.sweeper.params, "an experiment file should sweep something"
     assert cfg.logger.group == name
+
+
+def test_the_red_team_preset_is_the_ensemble_over_approach_windows_within_a_quarter_of_the_face():
+    from physattack.cli.attack import compose as door_compose
+
+    cfg = door_compose("+scene=stop_sign", "attack=yield", "+experiment=unseen")
+    assert cfg.victim._target_.endswith("build_ensemble") and "zoo_convnext_atto" in cfg.victim.members
+    assert cfg.eot.sampler._target_.endswith("ApproachSampler") and cfg.patch.area <= 0.25
+    held_out = set(cfg.evaluation.victims) - set(cfg.victim.members)
+    families = {cfg.evaluation.families[n] for n in held_out} - {cfg.evaluation.families[n] for n in cfg.victim.members}
+    assert len(families) >= 3                      # at least three families no member shares
 
 
 def test_the_transfer_recipe_sets_the_ensemble_loss_and_input_diversity_and_passes_the_door():
