@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 from torchvision.ops import box_iou
 
+from physattack.drive.judge import check_vote
 from physattack.drive.surrogate import stop_margin
 from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer, braking_distance_m
 from physattack.eot.grid import LIGHTING_PRESETS
@@ -182,11 +183,7 @@ class ApproachObjective:
 
     def __post_init__(self) -> None:
         key = "eot.sampler.decision."
-        check_range(key + "n", self.n, 1, integer=True, why="frames in the voting window")
-        check_range(key + "k", self.k, 1, integer=True, why="frames of the window that must read the sign")
-        if self.k > self.n:
-            raise InputError(f"{key}k must be <= {key}n (k of the last n frames must read the sign); got "
-                             f"k={self.k}, n={self.n}.")
+        check_vote(key, self.k, self.n)
         check_range(key + "weight", self.weight, 0.0, why="the drives' stop margin's weight")
         check_range(key + "temperature", self.temperature, 0.0, lo_open=True, why="the smooth maximum's, in frames")
 

@@ -36,6 +36,14 @@ def first_recognition(correct: Tensor, k: int, n: int) -> int | None:
     return int(found[0]) if len(found) else None
 
 
+def check_vote(key: str, k: int, n: int) -> None:
+    """``k`` of ``n`` frames is a rule that can be met (``key``: the settings' prefix, e.g. ``drive.settings.``)."""
+    check_range(key + "n", n, 1, integer=True, why="frames in the voting window")
+    check_range(key + "k", k, 1, integer=True, why="frames of the window that must read the sign")
+    if k > n:
+        raise InputError(f"{key}k must be <= {key}n (k of the last n frames must read the sign); got k={k}, n={n}.")
+
+
 @dataclass(frozen=True)
 class DriveSettings:
     """How a drive is judged.
@@ -69,11 +77,7 @@ class DriveSettings:
 
     def __post_init__(self) -> None:
         key = "drive.settings."
-        check_range(key + "n", self.n, 1, integer=True, why="frames in the voting window")
-        check_range(key + "k", self.k, 1, integer=True, why="frames of the window that must read the sign")
-        if self.k > self.n:
-            raise InputError(f"drive.settings.k must be <= drive.settings.n (k of the last n frames must read the "
-                             f"sign); got k={self.k}, n={self.n}.")
+        check_vote(key, self.k, self.n)
         check_range(key + "reaction_s", self.reaction_s, 0.0, why="reaction time in seconds")
         check_range(key + "decel_mps2", self.decel_mps2, 0.0, lo_open=True, why="braking deceleration in m/s²")
         check_range(key + "iou", self.iou, 0.0, 1.0, lo_open=True, why="IoU of a detection with the sign's box")
