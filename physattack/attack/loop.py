@@ -368,7 +368,8 @@ class EOTAttack:
             texture = s.patch.apply(s.scene.texture)
             if s.colour_model is not None:
                 texture = s.colour_model.print_patch(texture, s.patch.mask)
-        s.sampler.refit(state.step, s.scene, texture, torch.Generator().manual_seed(loop.run.seed * 100_003 + state.step))
+        own = torch.Generator().manual_seed(loop.run.seed * 100_003 + state.step)
+        s.sampler.refit(state.step, s.scene, texture, own)
 
     def _decision_loss(self, windows, output, signs: tuple[int, ...], views) -> Tensor:
         """``weight`` × the mean over the step's drives of their stop margin (``Windows.margin``)."""

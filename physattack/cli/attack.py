@@ -205,17 +205,10 @@ def attack_and_report(parts: AttackParts, run: RunConfig, run_dir: Path, tracker
     if drive is not None and not result.interrupted:
         summary = {"scene": scene.name, "attack": report.summary.get("attack"), "run_dir": str(run_dir)}
         report.drive = drive.report(printed, free_folder(run_dir / "drive"), summary, tracker=tracker,
-                                    photograph=camera_stage(parts.eval_pipeline), progress=run.progress)
+                                    photograph=build.camera_stage(parts.eval_pipeline), progress=run.progress)
     if parts.area is not None and not result.interrupted:
         report.area = parts.kind.frontier(done, evaluation, drive, parts.area, run.progress)
     return report
-
-
-def camera_stage(pipeline):
-    """The colour model's camera stage of a (photographed) view pipeline, or None."""
-    from physattack.printing.colour import PhotographedPipeline
-
-    return pipeline.model.photograph if isinstance(pipeline, PhotographedPipeline) else None
 
 
 def checkpoint_file(resume: str | Path) -> Path:

@@ -222,6 +222,13 @@ def approach_framing(sampler, cfg: DictConfig, *, scene, renderer, backgrounds, 
     return sampler
 
 
+def camera_stage(pipeline):
+    """The colour model's camera stage of a (photographed) view pipeline, or None."""
+    from physattack.printing.colour import PhotographedPipeline
+
+    return pipeline.model.photograph if isinstance(pipeline, PhotographedPipeline) else None
+
+
 def drive_detector(node: DictConfig, device):
     """The detector a two-stage drive stack proposes boxes with (``node.detector``) and its name."""
     detector = victim(node.detector.victim, device)

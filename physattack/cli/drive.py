@@ -14,7 +14,6 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from physattack.cli import build
-from physattack.cli.attack import camera_stage
 from physattack.cli.door import HydraCommand
 from physattack.cli.kinds import PerceptionInputs, kind_of_run
 from physattack.cli.rundir import resolved
@@ -66,7 +65,7 @@ def run_drive(cfg: DictConfig, out_dir: str | Path) -> dict:
     tracker = build.tracker(cfg, out_dir, OmegaConf.to_container(cfg, resolve=True))
     try:
         return evaluation.report(run.adv_texture, out_dir, summary, tracker=tracker,
-                                 photograph=camera_stage(run.eval_pipeline), progress=bool(cfg.progress))
+                                 photograph=build.camera_stage(run.eval_pipeline), progress=bool(cfg.progress))
     finally:
         tracker.finish()
 

@@ -155,7 +155,8 @@ class DetectorFraming:
             raise RuntimeError("DetectorFraming.sample before fit")
         gap = (distance_m.log()[:, None] - m.distance_m.log()[None, :]).abs()
         near = gap.topk(min(self.neighbours, len(m)), dim=1, largest=False).indices
-        pick = near[torch.arange(len(distance_m)), torch.randint(near.shape[1], (len(distance_m),), generator=generator)]
+        which = torch.randint(near.shape[1], (len(distance_m),), generator=generator)
+        pick = near[torch.arange(len(distance_m)), which]
         return Framing(m.found[pick], m.ratio[pick], m.dx[pick], m.dy[pick])
 
 
@@ -419,8 +420,8 @@ class ApproachSampler:
         # the first segment is the drive's first frames (where a far sign, 9 px wide, is hardest to disguise, and
         # where the judge already counts windows of fewer than n frames); the others start in equal parts of the rest
         rest = s - 1
-        u = torch.cat([torch.zeros(d, 1), (torch.arange(rest)[None, :] + torch.rand(d, rest, generator=g)) / max(1, rest)],
-                      1) if rest else torch.zeros(d, 1)
+        later = (torch.arange(rest)[None, :] + torch.rand(d, rest, generator=g)) / max(1, rest)
+        u = torch.cat([torch.zeros(d, 1), later], 1)
         first = self.start_m - u * span[:, None]                          # d×s, the first frame's distance
         dist = first[..., None] - torch.arange(n)[None, None, :] * step_m[:, None, None]      # d×s×n
         x = (-offset)[:, None, None].expand_as(dist)

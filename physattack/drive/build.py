@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from torch import Tensor
 
-from physattack.drive.judge import DriveSettings, check_braking
+from physattack.drive.judge import (DriveSettings, Judging, check_braking, drive_metrics, evaluate_drives,
+                                    panel_metrics)
 from physattack.drive.report import report_drives
 from physattack.drive.stacks import DetectorStack, Panel, PanelVictim, StackSettings, TiledDetector, TwoStageStack
 from physattack.drive.trajectories import Dashcam, DriveRenderer
@@ -121,4 +123,27 @@ def drive_panel(members: dict | None, scene_class: str, detectors: bool = False)
     return panel, skipped
 
 
-__all__ = ["DriveEvaluation", "DriveWorld", "Perception", "drive_evaluation", "drive_panel"]
+def frontier_judge(evaluation, clean_texture: Tensor, photograph=None) -> Callable[[Tensor], dict]:
+    """A judge of ``evaluation``'s drives (a ``DriveEvaluation``) for the area frontier (``physattack.evaluate.area``):
+    the clean sign is judged once, each texture after it only attacked; no timelines or videos."""
+    settings = replace(evaluation.settings, timelines=0, videos=0)
+    clean = evaluate_drives(Judging(evaluation.scene, {"clean": clean_texture}, evaluation.renderer, evaluation.stack,
+                                    settings, photograph), evaluation.drives)
+
+    def judge(texture: Tensor) -> dict:
+        adv = evaluate_drives(Judging(evaluation.scene, {"attacked": texture}, evaluation.renderer, evaluation.stack,
+                                      settings, photograph), evaluation.drives)
+        outcomes = [replace(a, readings={**c.readings, **a.readings}, recognised={**c.recognised, **a.recognised},
+                            panel_recognised={**c.panel_recognised, **a.panel_recognised}) for c, a in zip(clean, adv)]
+        m = drive_metrics(outcomes)
+        out = {"drives": m["drives"], "attack_success_rate": m["attack_success_rate"]}
+        if evaluation.stack.panel:
+            p = panel_metrics(outcomes, evaluation.stack.panel, evaluation.stack.panel_skipped)
+            out["held_out_mean"] = p["held_out_mean"]["attack_success_rate"]
+            out["held_out_families"] = p["held_out_families"]["attack_success_rate"]
+        return out
+
+    return judge
+
+
+__all__ = ["DriveEvaluation", "DriveWorld", "Perception", "drive_evaluation", "drive_panel", "frontier_judge"]

@@ -5,15 +5,16 @@ the curve, not of one point: the stickers are cut into the cells they were place
 grid), ranked once by occlusion — each cell taken off alone, the attacked victims' mean target
 probability (untargeted: their mean probability of anything but the sign's class) measured on a fixed
 set of views — and taken off the least useful first, down to each share of the run's area in
-``AreaSettings.keep`` (as near as whole cells allow). At each step the remaining stickers are scored as the run's were: per view on
-the run's quick grid for every victim of the protocol's panel (attacked and held out), and per drive on
-the run's drives through its stack and panel. ``area.png`` draws the curves, ``report.md`` gets a table,
+``AreaSettings.keep`` (as near as whole cells allow). At each step the remaining stickers are scored as
+the run's were: per view on the run's quick grid for every victim of the protocol's panel (attacked and
+held out), and per drive on the run's drives through its stack and panel
+(``physattack.drive.build.frontier_judge``). ``area.png`` draws the curves, ``report.md`` gets a table,
 W&B the same table (``area/frontier``) and the figure.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -54,9 +55,9 @@ class AreaSettings:
             return False
         if not getattr(patch, "cut_as_stickers", False):
             if self.enabled is True:
-                raise InputError(f"evaluation.area.enabled=true asks for an area frontier, but a {type(patch).__name__} "
-                                 "has no stickers to take off: set evaluation.area.enabled=false (or auto) or use "
-                                 "patch=sticker.")
+                raise InputError("evaluation.area.enabled=true asks for an area frontier, but a "
+                                 f"{type(patch).__name__} has no stickers to take off: set evaluation.area.enabled=false "
+                                 "(or auto) or use patch=sticker.")
             return False
         return True
 
@@ -164,31 +165,6 @@ def _means(views: dict) -> dict:
             "views_held_out_families": mean(unseen)}
 
 
-def drive_judge(evaluation, clean_texture: Tensor, photograph=None) -> Callable[[Tensor], dict]:
-    """A judge of ``evaluation``'s drives (a ``physattack.drive.build.DriveEvaluation``) for the frontier: the
-    clean sign is judged once, each texture after it only attacked; no timelines or videos."""
-    from physattack.drive.judge import Judging, drive_metrics, evaluate_drives, panel_metrics
-
-    settings = replace(evaluation.settings, timelines=0, videos=0)
-    clean = evaluate_drives(Judging(evaluation.scene, {"clean": clean_texture}, evaluation.renderer, evaluation.stack,
-                                    settings, photograph), evaluation.drives)
-
-    def judge(texture: Tensor) -> dict:
-        adv = evaluate_drives(Judging(evaluation.scene, {"attacked": texture}, evaluation.renderer, evaluation.stack,
-                                      settings, photograph), evaluation.drives)
-        outcomes = [replace(a, readings={**c.readings, **a.readings}, recognised={**c.recognised, **a.recognised},
-                            panel_recognised={**c.panel_recognised, **a.panel_recognised}) for c, a in zip(clean, adv)]
-        m = drive_metrics(outcomes)
-        out = {"drives": m["drives"], "attack_success_rate": m["attack_success_rate"]}
-        if evaluation.stack.panel:
-            p = panel_metrics(outcomes, evaluation.stack.panel, evaluation.stack.panel_skipped)
-            out["held_out_mean"] = p["held_out_mean"]["attack_success_rate"]
-            out["held_out_families"] = p["held_out_families"]["attack_success_rate"]
-        return out
-
-    return judge
-
-
 def area_figure(frontier: dict):
     """Success against the share of the face covered: per view (attacked, held-out mean, unseen families)
     and per drive (the stack, the held-out mean), one point per step."""
@@ -273,5 +249,5 @@ def report_frontier(frontier: dict, run_dir, tracker=None) -> dict:
     return {**frontier, "figure": path.name}
 
 
-__all__ = ["report_frontier", "AreaSettings", "FrontierInputs", "area_figure", "area_frontier", "area_markdown", "drive_judge",
+__all__ = ["report_frontier", "AreaSettings", "FrontierInputs", "area_figure", "area_frontier", "area_markdown",
            "sticker_cells", "with_cells"]

@@ -63,8 +63,8 @@ class ClassifierKind(AttackKind):
         protocol's panel and on the run's drives (``physattack.evaluate.area``)."""
         import torch
 
-        from physattack.cli.attack import camera_stage
-        from physattack.evaluate.area import FrontierInputs, area_frontier, drive_judge, report_frontier
+        from physattack.drive.build import frontier_judge
+        from physattack.evaluate.area import FrontierInputs, area_frontier, report_frontier
 
         members = self.members(setup.protocol)
         if not members:
@@ -83,7 +83,7 @@ class ClassifierKind(AttackKind):
             return mean if attack.targeted else 1 - mean
 
         cell = (patch.mask_search or {}).get("cell_px") or max(4, round(patch.mask.shape[-1] * 45 / 750))
-        judge = (drive_judge(drive, scene.texture, camera_stage(setup.pipeline))
+        judge = (frontier_judge(drive, scene.texture, build.camera_stage(setup.pipeline))
                  if drive is not None and settings.drives else None)
         inputs = FrontierInputs(scene, scene.texture, done.eval_texture, patch.mask, int(cell),
                                 float(scene.face_mask.sum()), score, members, setup.pipeline, params,
