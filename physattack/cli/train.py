@@ -207,7 +207,7 @@ def training_world():
     composes (``conf/renderer``, ``conf/eot``), for the training commands (``physattack.train.world``)."""
     from physattack.train.world import TrainingWorld
 
-    cfg = compose_checked("config", ["+scene=stop_sign"])
+    cfg = compose_checked("config", ["+scene=stop_sign", "eot=default"])     # the per-view EOT's sampler
     backgrounds, eval_backgrounds = build.make(cfg.eot.backgrounds), build.make(cfg.eot.eval_backgrounds)
     return TrainingWorld(renderer=build.make(cfg.renderer),
                          sampler=build.make(cfg.eot.sampler, background_count=len(backgrounds), _convert_="all"),
