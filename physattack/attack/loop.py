@@ -318,7 +318,7 @@ class EOTAttack:
         """One optimizer step on a fresh batch of draws; updates ``state`` and returns the step's record."""
         s, patch = loop.setup, loop.setup.patch
         progress = state.step / self.steps
-        if hasattr(s.sampler, "refit"):
+        if hasattr(s.sampler, "refit") and s.sampler.refit_due(state.step):
             self._refit(loop, state)
         draw = self.draw(s.sampler, loop.generator, s.scene, loop.label, progress)
         patch.anneal(progress)

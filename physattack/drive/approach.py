@@ -38,8 +38,7 @@ from torchvision.ops import box_iou
 
 from physattack.drive.judge import check_vote
 from physattack.drive.surrogate import stop_margin
-from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer, braking_distance_m
-from physattack.eot.grid import LIGHTING_PRESETS
+from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer, braking_distance_m, random_drives
 from physattack.eot.params import SceneParams
 from physattack.eot.sampler import ViewSampler, _uniform, sensor_pixels
 from physattack.errors import InputError, check_interval, check_range
@@ -385,28 +384,21 @@ class ApproachSampler:
         v = speed_kmh / 3.6
         return v * self.reaction_s + v * v / (2 * self.decel_mps2)
 
-    def random_drives(self, count: int, generator: torch.Generator) -> tuple[list[Drive], list[float]]:
-        """``count`` drives with preset light (what the framing fit renders) and their braking distances."""
-        g = generator
-        speed, offset = _uniform(count, self.speed_kmh, g), _uniform(count, self.lane_offset_m, g)
-        names = list(LIGHTING_PRESETS)
-        light = torch.randint(len(names), (count,), generator=g)
-        bg = torch.randint(self.view.background_count, (count,), generator=g)
-        seed = torch.randint(0, 2**31 - 1, (count,), generator=g)
-        drives = [Drive(speed_kmh=float(speed[i]), lane_offset_m=float(offset[i]), start_m=self.start_m, fps=self.fps,
-                        light=names[int(light[i])], background=int(bg[i]), seed=int(seed[i]),
-                        sign_height_m=self.sign_height_m) for i in range(count)]
-        return drives, [float(b) for b in self.braking_m(speed)]
+    def refit_due(self, step: int) -> bool:
+        """Whether ``refit`` at ``step`` fits the detector framing: at step 0 (or after a resume that kept none)
+        and every ``refit_every`` steps; never without a framing attached."""
+        if self.framing is None:
+            return False
+        return step == 0 or self.framing.measured is None or bool(self.refit_every and step % self.refit_every == 0)
 
     def refit(self, step: int, scene, texture: Tensor, generator: torch.Generator) -> BoxMeasurements | None:
-        """Fit the detector framing at step 0 and every ``refit_every`` steps (none attached: nothing)."""
-        if self.framing is None:
+        """Fit the detector framing on drives drawn with ``generator`` when it is due (``refit_due``)."""
+        if not self.refit_due(step):
             return None
-        due = step == 0 or self.framing.measured is None or (self.refit_every and step % self.refit_every == 0)
-        if not due:
-            return None
-        drives, braking = self.random_drives(self.framing.drives, generator)
-        return self.framing.fit(scene, texture, drives, braking)
+        drives = random_drives(self.framing.drives, self.speed_kmh, self.lane_offset_m, self.view.background_count,
+                               generator, start_m=self.start_m, fps=self.fps, sign_height_m=self.sign_height_m)
+        braking = self.braking_m(torch.tensor([d.speed_kmh for d in drives]))
+        return self.framing.fit(scene, texture, drives, [float(b) for b in braking])
 
     @torch.no_grad()
     def windows(self, generator: torch.Generator) -> Windows:

@@ -418,6 +418,21 @@ class DriveSet:
                 * self.backgrounds_per_drive)
 
 
+@torch.no_grad()
+def random_drives(n: int, speed_kmh: Range, lane_offset_m: Range, background_count: int, generator: torch.Generator,
+                  **drive) -> list[Drive]:
+    """``n`` drives of uniform speed and lane offset, a random lighting preset, background and noise seed;
+    ``drive``: the rest of each ``Drive`` (start_m, fps, sign_height_m)."""
+    g = generator
+    speed, offset = _uniform(n, speed_kmh, g), _uniform(n, lane_offset_m, g)
+    names = list(LIGHTING_PRESETS)
+    light = torch.randint(len(names), (n,), generator=g)
+    bg = torch.randint(background_count, (n,), generator=g)
+    seed = torch.randint(0, 2**31 - 1, (n,), generator=g)
+    return [Drive(speed_kmh=float(speed[i]), lane_offset_m=float(offset[i]), light=names[int(light[i])],
+                  background=int(bg[i]), seed=int(seed[i]), **drive) for i in range(n)]
+
+
 @dataclass
 class DriveSampler:
     """Random drives, and views of the sign as a dashcam sees it along them, for EOT.
@@ -473,17 +488,9 @@ class DriveSampler:
     def sensor_focal_px(self) -> float:
         return self.dashcam.focal_px
 
-    @torch.no_grad()
     def drives(self, n: int, generator: torch.Generator) -> list[Drive]:
-        g = generator
-        speed, offset = _uniform(n, self.speed_kmh, g), _uniform(n, self.lane_offset_m, g)
-        names = list(LIGHTING_PRESETS)
-        light = torch.randint(len(names), (n,), generator=g)
-        bg = torch.randint(self.view.background_count, (n,), generator=g)
-        seed = torch.randint(0, 2**31 - 1, (n,), generator=g)
-        return [Drive(speed_kmh=float(speed[i]), lane_offset_m=float(offset[i]), start_m=self.start_m, fps=self.fps,
-                      light=names[int(light[i])], background=int(bg[i]), seed=int(seed[i]),
-                      sign_height_m=self.sign_height_m) for i in range(n)]
+        return random_drives(n, self.speed_kmh, self.lane_offset_m, self.view.background_count, generator,
+                             start_m=self.start_m, fps=self.fps, sign_height_m=self.sign_height_m)
 
     @torch.no_grad()
     def sample(self, n: int, generator: torch.Generator) -> SceneParams:
