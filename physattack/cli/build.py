@@ -142,11 +142,12 @@ def same_model(a, b) -> bool:
     return sa.keys() == sb.keys() and all(sa[k].shape == sb[k].shape and torch.equal(sa[k], sb[k]) for k in sa)
 
 
-def protocol_members(pool, attacked: dict[str, object], device, families=None) -> dict:
+def protocol_members(pool, attacked: dict[str, object], device, families=None, data=None) -> dict:
     """The victims a held-out protocol scores: ``attacked`` (name -> the victim the attack used; each member
     of an ensemble) and every victim of ``pool`` (``evaluation.victims`` or ``evaluation.detectors``: name ->
     victim config) the attack did not use, built here (before the attack, never called by it) and
-    tagged held out, with their architecture ``families`` (``evaluation.families``).
+    tagged held out, with their architecture ``families`` (``evaluation.families``) and the ``data`` each
+    learned from (``evaluation.data``; a victim not named there learned from the renders).
 
     A victim of the pool is matched to an attacked one by name or by being the same model (equal
     weights), so an attacked model is never reported as held out under another name."""
@@ -164,7 +165,7 @@ def protocol_members(pool, attacked: dict[str, object], device, families=None) -
             held_out[name] = built
         elif len(attacked) == 1 and twin not in pool:           # the attacked model under its pool name
             attacked = {name: attacked[twin]}
-    return tag_members(attacked=attacked, held_out=held_out, families=dict(families or {}))
+    return tag_members(attacked=attacked, held_out=held_out, families=dict(families or {}), data=dict(data or {}))
 
 
 def tracker(cfg: DictConfig, out_dir, run_config: dict, **identity):

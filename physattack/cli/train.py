@@ -254,8 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     elif name == "zoo":
         torch.set_num_threads(cmd.threads)
         model, meta = train_member(cmd, training_world())
-        for key, what in (("heldout", "held-out"), ("heldout_hard", "hard held-out")):
-            print(f"{what} top-1: {meta[key + '_top1']:.4f} over {meta[key + '_views']} renders; per class: "
+        for key, what, views in (("heldout", "held-out", "renders"), ("heldout_hard", "hard held-out", "renders"),
+                                 ("heldout_warp", "warped held-out", "warps over unseen photographs")):
+            if key + "_top1" not in meta:
+                continue
+            print(f"{what} top-1: {meta[key + '_top1']:.4f} over {meta[key + '_views']} {views}; per class: "
                   + ", ".join(f"{lab} {a:.3f}" for lab, a in meta[key + "_per_class"].items()))
     else:
         model, meta = train_signnet(cmd, training_world())

@@ -111,7 +111,7 @@ def drive_panel(members: dict | None, scene_class: str, detectors: bool = False)
         if detectors:
             try:
                 panel[name] = PanelVictim(member.victim, (member.victim.label_index(scene_class),), member.role,
-                                          member.family)
+                                          member.family, member.data)
             except VictimError:
                 skipped[name] = f"its labels lack the scene's class '{scene_class}'"
             continue
@@ -119,7 +119,7 @@ def drive_panel(members: dict | None, scene_class: str, detectors: bool = False)
         if isinstance(sets, str):
             skipped[name] = sets
         else:
-            panel[name] = PanelVictim(member.victim, sets.true_set, member.role, member.family)
+            panel[name] = PanelVictim(member.victim, sets.true_set, member.role, member.family, member.data)
     return panel, skipped
 
 
@@ -141,6 +141,7 @@ def frontier_judge(evaluation, clean_texture: Tensor, photograph=None) -> Callab
             p = panel_metrics(outcomes, evaluation.stack.panel, evaluation.stack.panel_skipped)
             out["held_out_mean"] = p["held_out_mean"]["attack_success_rate"]
             out["held_out_families"] = p["held_out_families"]["attack_success_rate"]
+            out["held_out_other_data"] = p["held_out_other_data"]["attack_success_rate"]
         return out
 
     return judge

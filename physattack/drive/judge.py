@@ -19,7 +19,7 @@ from torch import Tensor
 from physattack.drive.stacks import Needed, PanelVictim, Readings, cat_readings
 from physattack.drive.trajectories import braking_distance_m
 from physattack.errors import InputError, Interrupted, check_range
-from physattack.evaluate.members import held_out_selection
+from physattack.evaluate.members import held_out_selection, other_data_selection
 from physattack.evaluate.metrics import rate
 
 
@@ -239,19 +239,22 @@ def panel_metrics(outcomes: list[DriveOutcome], panel: dict[str, PanelVictim], s
                   ) -> dict:
     """Each panel victim's shares of drives that stop, clean and attacked, and the attack's success on it
     (drives it stops in clean and runs attacked, over those it stops in clean); the held-out victims'
-    mean success, and that of the held-out victims of families no attacked victim belongs to (as the
-    held-out protocol's members table, ``physattack.evaluate.members``)."""
+    mean success, that of the held-out victims of families no attacked victim belongs to, and that of those
+    trained on other data than the renders (as the held-out protocol's members table,
+    ``physattack.evaluate.members``)."""
     attacked = bool(outcomes) and "attacked" in outcomes[0].readings
     rows = {}
     for name, member in panel.items():
         clean = torch.tensor([o.stops("clean", name) for o in outcomes], dtype=torch.bool)
-        row = {"role": member.role, "family": member.family, "drives": len(outcomes), "stop_rate_clean": rate(clean)}
+        row = {"role": member.role, "family": member.family, "data": member.data, "drives": len(outcomes),
+               "stop_rate_clean": rate(clean)}
         if attacked:
             adv = torch.tensor([o.stops("attacked", name) for o in outcomes], dtype=torch.bool)
             row.update(stop_rate_attacked=rate(adv), attack_success_rate=rate(~adv[clean]))
         rows[name] = row
     defined, other = held_out_selection(rows, {r["family"] for r in rows.values()
                                                if r["role"] == "attacked" and r["family"]})
+    other_data = other_data_selection(rows)
 
     def mean(names: list[str]) -> float | None:
         return sum(rows[n]["attack_success_rate"]["rate"] for n in names) / len(names) if names else None
@@ -259,7 +262,11 @@ def panel_metrics(outcomes: list[DriveOutcome], panel: dict[str, PanelVictim], s
     return {"members": rows, "skipped": dict(skipped or {}),
             "held_out_mean": {"victims": defined, "attack_success_rate": mean(defined)},
             "held_out_families": {"victims": other, "families": sorted({rows[n]["family"] for n in other}),
-                                  "attack_success_rate": mean(other)}}
+                                  "attack_success_rate": mean(other)},
+            "held_out_other_data": {"victims": other_data, "data": sorted({rows[n]["data"] for n in other_data}),
+                                    "attack_success_rate": mean(other_data),
+                                    "attack_success_rate_min": min((rows[n]["attack_success_rate"]["rate"]
+                                                                    for n in other_data), default=None)}}
 
 
 def evaluate_drives(judging: Judging, drives: list, progress: bool = False, store=None) -> list[DriveOutcome]:

@@ -8,6 +8,7 @@ from torch import Tensor
 from physattack.drive.judge import DriveOutcome, DriveSettings, Judging, drive_metrics, evaluate_drives, panel_metrics
 from physattack.drive.store import DriveStore, judging_key
 from physattack.drive.video import timeline_figure, write_video
+from physattack.evaluate.members import other_data_phrase
 
 
 # -- the report -----------------------------------------------------------------------------------
@@ -84,11 +85,13 @@ def panel_markdown(table: dict, attacked: bool) -> list[str]:
              f"Every {kind} of the run's held-out protocol {seen} of the same drives, judged by the same rule. A "
              f"held-out one was never called by the optimizer: its row is what a car whose {kind} the patch was "
              "not fitted to would do.", "",
-             "| victim | role | family | stop, clean | stop, attacked | attack success |", "|---|---|---|---|---|---|"]
+             "| victim | role | family | trained on | stop, clean | stop, attacked | attack success |",
+             "|---|---|---|---|---|---|---|"]
     for name, r in table["members"].items():
         cells = [_pct(r["stop_rate_clean"])] + ([_pct(r["stop_rate_attacked"]), _pct(r["attack_success_rate"])]
                                                  if attacked else ["", ""])
-        lines.append(f"| {name} | {r['role']} | {r['family'] or '–'} | " + " | ".join(cells) + " |")
+        lines.append(f"| {name} | {r['role']} | {r['family'] or '–'} | {r.get('data', 'render')} | "
+                     + " | ".join(cells) + " |")
     lines.append("")
     mean, fam = table["held_out_mean"], table["held_out_families"]
     if mean["attack_success_rate"] is not None:
@@ -98,6 +101,11 @@ def panel_markdown(table: dict, attacked: bool) -> list[str]:
                         f"({', '.join(fam['families'])}): **{fam['attack_success_rate']:.1%}**."
                         if fam["attack_success_rate"] is not None else "."))
         lines.append("")
+    other = table.get("held_out_other_data") or {}
+    if other.get("attack_success_rate") is not None:
+        lines += [f"Over the {len(other['victims'])} held-out victims trained on other images than the renders the "
+                  f"attack optimizes through ({', '.join(other['data'])}; left out of the means above): "
+                  f"**{other['attack_success_rate']:.1%}** (lowest {other['attack_success_rate_min']:.1%}).", ""]
     if table["skipped"]:
         lines += [f"Skipped: {', '.join(f'`{n}` ({why})' for n, why in table['skipped'].items())}.", ""]
     return lines
@@ -120,7 +128,7 @@ def panel_phrase(table: dict) -> str:
              f"{mean['attack_success_rate']:.1%} of the drives they stop in clean on average")
     if fam["attack_success_rate"] is not None:
         text += f", {fam['attack_success_rate']:.1%} for the {len(fam['victims'])} of families it never saw"
-    return text
+    return text + other_data_phrase(table.get("held_out_other_data") or {}, "run it in", " of their clean stops")
 
 
 def drive_setup(dashcam, drives: list) -> str:
@@ -172,6 +180,10 @@ def drive_verdict(result: dict) -> str:
         head += (f", the {k} held-out {kind}{'' if k == 1 else 's'} in {mean['attack_success_rate']:.1%} on average"
                  + (f" ({fam['attack_success_rate']:.1%} for the {len(fam['victims'])} of families it never saw)"
                     if fam.get("attack_success_rate") is not None else ""))
+    other = panel.get("held_out_other_data") or {}
+    if other.get("attack_success_rate") is not None:
+        head += (f", the {len(other['victims'])} trained on other images ({', '.join(other['data'])}) in "
+                 f"{other['attack_success_rate']:.1%}")
     return head
 
 
@@ -219,12 +231,13 @@ def report_drives(evaluation, *, out_dir, clean_texture: Tensor, adv_texture: Te
         if panel:
             flat.update({f"drive/{n}/attack_success_rate": r["attack_success_rate"]["rate"]
                          for n, r in panel["members"].items() if "attack_success_rate" in r})
-            for key in ("held_out_mean", "held_out_families"):
-                if panel[key]["attack_success_rate"] is not None:
+            for key in ("held_out_mean", "held_out_families", "held_out_other_data"):
+                if (panel.get(key) or {}).get("attack_success_rate") is not None:
                     flat[f"drive/{key}_attack_success_rate"] = panel[key]["attack_success_rate"]
             keys = ("stop_rate_clean", "stop_rate_attacked", "attack_success_rate")
-            tracker.log_table("drive/victims", ["victim", "role", "family", *keys],
-                              [[n, r["role"], r["family"], *(r[k]["rate"] if k in r else None for k in keys)]
+            tracker.log_table("drive/victims", ["victim", "role", "family", "data", *keys],
+                              [[n, r["role"], r["family"], r.get("data", "render"),
+                                *(r[k]["rate"] if k in r else None for k in keys)]
                                for n, r in panel["members"].items()])
         tracker.summary(flat)
         tracker.log(flat)

@@ -253,12 +253,14 @@ class Readings:
 class PanelVictim:
     """A model a stack also reads every frame with: a classifier (two-stage stacks: it labels the same
     crops) or a ``TiledDetector`` (detector stacks: it scans the same frames); its true label set for
-    the sign, its role in the run (``attacked`` or ``held-out``) and its architecture family."""
+    the sign, its role in the run (``attacked`` or ``held-out``), its architecture family and the data it
+    learned from (``render`` or another image path, ``physattack.evaluate.members``)."""
 
     model: object
     true_labels: tuple[int, ...]
     role: str
     family: str | None = None
+    data: str = "render"
 
 
 @dataclass(frozen=True)

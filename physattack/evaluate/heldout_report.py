@@ -203,11 +203,12 @@ def members_markdown(table: dict) -> list[str]:
              "The final patch on every victim through the same held-out views. A held-out victim was never "
              "called by the optimizer. Rates [95 % Wilson] (count/n), each victim with its own label sets; "
              f"success counts RP2's way over that victim's clean-correct views ({table['scope']}).", "",
-             "| victim | role | family | mode | clean accuracy | success (clean-correct) | success (all views) "
-             "| mean target confidence |", "|---|---|---|---|---|---|---|---|"]
+             "| victim | role | family | trained on | mode | clean accuracy | success (clean-correct) "
+             "| success (all views) | mean target confidence |", "|---|---|---|---|---|---|---|---|---|"]
     for name, r in table["members"].items():
         conf = f"{r['mean_target_confidence']:.3f}" if "mean_target_confidence" in r else "–"
-        lines.append(f"| {name} | {r['role']} | {r.get('family') or '–'} | {r['mode']} | {_pct(r['clean_accuracy'])} | "
+        lines.append(f"| {name} | {r['role']} | {r.get('family') or '–'} | {r.get('data', 'render')} | {r['mode']} | "
+                     f"{_pct(r['clean_accuracy'])} | "
                      f"{_pct(r['attack_success_rate'])} | {_pct(r['attack_success_rate_unconditional'])} | {conf} |")
     mean = table["held_out_mean"]
     lines.append("")
@@ -224,6 +225,12 @@ def members_markdown(table: dict) -> list[str]:
                       f"({', '.join(fam['families'])}; attacked: {', '.join(fam['attacked_families']) or 'none known'}): "
                       f"**{fam['attack_success_rate']:.1%}** (lowest {fam['attack_success_rate_min']:.1%}) — what a "
                       "red team that holds neither the weights nor the architecture can expect."]
+    other = table.get("held_out_other_data") or {}
+    if other.get("attack_success_rate") is not None:
+        lines += ["", f"Over the {len(other['victims'])} held-out victims trained on other images than the renders the "
+                      f"attack optimizes through ({', '.join(other['data'])}; left out of the two means above): "
+                      f"**{other['attack_success_rate']:.1%}** (lowest {other['attack_success_rate_min']:.1%}) — a "
+                      "victim whose training data this pipeline did not make."]
     if table["skipped"]:
         lines += ["", "Skipped:", ""] + [f"- `{n}` ({s['role']}): {s['reason']}." for n, s in table["skipped"].items()]
     return lines + [""] + victims_conditions_markdown(table)

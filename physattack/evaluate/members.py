@@ -25,6 +25,7 @@ from a correct reading), or when it is a detector (classifier victims only, for 
                        "attack_success_rate_unconditional", "clean_accuracy"},
      "held_out_families": {"attacked_families", "families", "victims", "attack_success_rate",
                            "attack_success_rate_min", "clean_accuracy"},
+     "held_out_other_data": {"data", "victims", "attack_success_rate", "attack_success_rate_min", "clean_accuracy"},
      "scope": "classifier victims only"}
 
 ``held_out_mean`` averages the per-victim rates over the held-out victims whose rate is defined
@@ -35,6 +36,13 @@ and its seeds are ``vgg``, ``zoo_resnet10t`` is ``resnet``, ...). A held-out vic
 an attacked victim shares (a sibling seed) says little about a model the attacker does not hold, so
 ``held_out_families`` averages only the held-out victims of families **no attacked victim belongs to**
 — the number issue 14's goal is about; its rates are None when there is none.
+
+Each victim may also carry the **data** it learned from (``evaluation.data``: ``render``, the default,
+for this pipeline's renders, which every bundled victim but the ``warp_*`` ones learned from; ``warp``
+for ``python -m physattack.train zoo source=warp``'s OpenCV warps onto photographs). Held-out victims
+that learned from other data than the renders the attack optimizes through are their own group,
+``held_out_other_data``, and left out of ``held_out_mean`` and ``held_out_families``: those two measure
+transfer across models on shared data, this one across the image path too.
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ from physattack.evaluate.metrics import classification_metrics
 from physattack.victims.base import VictimError
 
 Role = Literal["attacked", "held-out"]
+#: The data every victim learned from unless ``evaluation.data`` says otherwise: this pipeline's renders.
+RENDER = "render"
 ATTACKED: Role = "attacked"
 HELD_OUT: Role = "held-out"
 SCOPE = "classifier victims only"
@@ -64,24 +74,27 @@ class Member:
     victim: object
     role: Role
     family: str | None = None
+    data: str = RENDER
 
     def __post_init__(self) -> None:
         if self.role not in (ATTACKED, HELD_OUT):
             raise ValueError(f"a member's role is '{ATTACKED}' or '{HELD_OUT}', not {self.role!r}")
 
 
-def tag_members(attacked: dict[str, object] | None = None,
-                held_out: dict[str, object] | None = None, families: dict[str, str] | None = None) -> dict[str, Member]:
+def tag_members(attacked: dict[str, object] | None = None, held_out: dict[str, object] | None = None,
+                families: dict[str, str] | None = None, data: dict[str, str] | None = None) -> dict[str, Member]:
     """``{name: Member}`` from the attacked and the held-out victims (a name in both is an error);
-    ``families`` maps a victim's name to its architecture family (a name not in it has none)."""
+    ``families`` maps a victim's name to its architecture family (a name not in it has none), ``data``
+    to the data it learned from (a name not in it learned from the renders)."""
     attacked, held_out = attacked or {}, held_out or {}
     both = sorted(set(attacked) & set(held_out))
     if both:
         raise InputError(f"The victims {', '.join(both)} are listed both as attacked and as held out; a held-out "
                          "victim is one the optimizer never calls: remove it from one of the two lists.")
     families = {str(k): str(v) for k, v in (families or {}).items()}
-    return {**{n: Member(v, ATTACKED, families.get(n)) for n, v in attacked.items()},
-            **{n: Member(v, HELD_OUT, families.get(n)) for n, v in held_out.items()}}
+    data = {str(k): str(v) for k, v in (data or {}).items()}
+    return {**{n: Member(v, ATTACKED, families.get(n), data.get(n, RENDER)) for n, v in attacked.items()},
+            **{n: Member(v, HELD_OUT, families.get(n), data.get(n, RENDER)) for n, v in held_out.items()}}
 
 
 @dataclass(frozen=True)
@@ -175,13 +188,14 @@ def members_table(probs: dict[str, ViewProbs], members: dict[str, Member], sets:
                   skipped: dict[str, str], conditions: list[dict] | None = None) -> dict:
     """The ``heldout.victims`` entry of ``metrics.json`` (see the module docstring); with the grid's
     ``conditions`` (view order) each victim also gets its ``per_condition`` rates."""
-    rows = {name: {"role": members[name].role, "family": members[name].family,
+    rows = {name: {"role": members[name].role, "family": members[name].family, "data": members[name].data,
                    **member_rates(probs[name], sets[name]),
                    **({"per_condition": member_conditions(probs[name], sets[name], conditions)}
                       if conditions is not None else {})} for name in sets}
     held = [n for n, r in rows.items() if r["role"] == HELD_OUT]
     attacked_families = sorted({m.family for m in members.values() if m.role == ATTACKED and m.family})
     defined, other = held_out_selection(rows, attacked_families)
+    other_data = other_data_selection(rows)
 
     def mean(names, key):
         return sum(rows[n][key]["rate"] for n in names) / len(names) if names else None
@@ -206,16 +220,42 @@ def members_table(probs: dict[str, ViewProbs], members: dict[str, Member], sets:
             "attack_success_rate_min": min((rows[n]["attack_success_rate"]["rate"] for n in other), default=None),
             "clean_accuracy": mean(other, "clean_accuracy"),
         },
+        "held_out_other_data": {
+            "data": sorted({rows[n]["data"] for n in other_data}),
+            "victims": other_data,
+            "attack_success_rate": mean(other_data, "attack_success_rate"),
+            "attack_success_rate_min": min((rows[n]["attack_success_rate"]["rate"] for n in other_data), default=None),
+            "clean_accuracy": mean(other_data, "clean_accuracy"),
+        },
         "scope": SCOPE,
     }
 
 
 def held_out_selection(rows: dict[str, dict], attacked_families: Sequence[str], key: str = "attack_success_rate"
                        ) -> tuple[list[str], list[str]]:
-    """Which rows (name -> ``{"role", "family", key: rate}``) the held-out means average: the held-out
-    ones whose ``key`` rate is defined, and those of them of a family no attacked victim belongs to."""
-    defined = [n for n, r in rows.items() if r["role"] == HELD_OUT and key in r and r[key]["n"]]
+    """Which rows (name -> ``{"role", "family", "data", key: rate}``) the held-out means average: the
+    held-out ones that learned from the renders and whose ``key`` rate is defined, and those of them of a
+    family no attacked victim belongs to (``other_data_selection`` gives the rest)."""
+    defined = [n for n, r in rows.items() if r["role"] == HELD_OUT and key in r and r[key]["n"]
+               and r.get("data", RENDER) == RENDER]
     return defined, [n for n in defined if rows[n]["family"] and rows[n]["family"] not in attacked_families]
+
+
+def other_data_selection(rows: dict[str, dict], key: str = "attack_success_rate") -> list[str]:
+    """The held-out rows whose ``key`` rate is defined and that learned from other data than the renders."""
+    return [n for n, r in rows.items() if r["role"] == HELD_OUT and key in r and r[key]["n"]
+            and r.get("data", RENDER) != RENDER]
+
+
+def other_data_phrase(group: dict, what: str = "read it", of: str = "") -> str:
+    """The held-out victims trained on other data, in words (empty when none was scored), e.g. ``; the 2
+    trained on other images (warp: no render of this pipeline) read it 12.0% (lowest 8.0%)``."""
+    if not group or group.get("attack_success_rate") is None:
+        return ""
+    k = len(group["victims"])
+    low = f" (lowest {group['attack_success_rate_min']:.1%})" if group.get("attack_success_rate_min") is not None else ""
+    return (f"; the {k} trained on other images ({', '.join(group['data'])}: no render of this pipeline) {what} "
+            f"{group['attack_success_rate']:.1%}{of}{low}")
 
 
 def check_members(members: dict[str, Member], scene_class: str, target: str | None
@@ -259,6 +299,11 @@ def members_line(table: dict) -> str:
         parts.append(f"held-out families ({', '.join(fam['families'])}; attacked: "
                      f"{', '.join(fam['attacked_families']) or 'none known'}) mean {fam['attack_success_rate']:.1%} "
                      f"(min {fam['attack_success_rate_min']:.1%}, {len(fam['victims'])} victims)")
+    other = table.get("held_out_other_data") or {}
+    if other.get("attack_success_rate") is not None:
+        parts.append(f"held-out, trained on other images ({', '.join(other['data'])}) mean "
+                     f"{other['attack_success_rate']:.1%} (min {other['attack_success_rate_min']:.1%}, "
+                     f"{len(other['victims'])} victims)")
     if table["skipped"]:
         parts.append("skipped " + ", ".join(f"{n} ({s['reason']})" for n, s in table["skipped"].items()))
     return "victims (success over clean-correct views, 95% CI): " + ("; ".join(parts) or "none")
@@ -305,6 +350,7 @@ def headline_figures(victim_names: Sequence[str], heldout: dict | None = None, g
         "held_out_mean": mean.get("attack_success_rate"), "held_out_min": mean.get("attack_success_rate_min"),
         "held_out_families": {"mean": fam.get("attack_success_rate"), "min": fam.get("attack_success_rate_min"),
                               "victims": list(fam.get("victims") or []), "families": list(fam.get("families") or [])},
+        "held_out_other_data": table.get("held_out_other_data") or {},
     }
 
 
@@ -334,7 +380,7 @@ def not_fitted_phrase(fig: dict) -> str:
         n = len(fam["victims"])
         text += (f", the {n} of families it never saw ({', '.join(fam['families'])}) {fam['mean']:.1%} "
                  f"(lowest {fam['min']:.1%})")
-    return text
+    return text + other_data_phrase(fig.get("held_out_other_data") or {})
 
 
 def per_condition_rows(table: dict, keys: Sequence[str]) -> list[list]:
@@ -349,9 +395,9 @@ def per_condition_rows(table: dict, keys: Sequence[str]) -> list[list]:
 def log_members(tracker, table: dict) -> None:
     """The members table to the tracker: ``heldout/victims`` and ``heldout/victims_per_condition`` tables
     and ``heldout/<name>/...`` summaries."""
-    columns = ["victim", "role", "family", "mode", "clean_accuracy", "attack_success_rate", "attack_success_rate_ci_low",
+    columns = ["victim", "role", "family", "data", "mode", "clean_accuracy", "attack_success_rate", "attack_success_rate_ci_low",
                "attack_success_rate_ci_high", "attack_success_rate_unconditional", "mean_target_confidence"]
-    rows = [[n, r["role"], r.get("family"), r["mode"], r["clean_accuracy"]["rate"], r["attack_success_rate"]["rate"],
+    rows = [[n, r["role"], r.get("family"), r.get("data", RENDER), r["mode"], r["clean_accuracy"]["rate"], r["attack_success_rate"]["rate"],
              r["attack_success_rate"]["ci95"][0], r["attack_success_rate"]["ci95"][1],
              r["attack_success_rate_unconditional"]["rate"], r.get("mean_target_confidence")]
             for n, r in table["members"].items()]
@@ -372,4 +418,8 @@ def log_members(tracker, table: dict) -> None:
     if fam.get("attack_success_rate") is not None:
         flat["heldout/held_out_families_mean_attack_success_rate"] = fam["attack_success_rate"]
         flat["heldout/held_out_families_min_attack_success_rate"] = fam["attack_success_rate_min"]
+    other = table.get("held_out_other_data") or {}
+    if other.get("attack_success_rate") is not None:
+        flat["heldout/held_out_other_data_mean_attack_success_rate"] = other["attack_success_rate"]
+        flat["heldout/held_out_other_data_min_attack_success_rate"] = other["attack_success_rate_min"]
     tracker.summary(flat)

@@ -21,6 +21,7 @@ From Python::
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -39,6 +40,7 @@ from physattack.eot import LIGHTING_PRESETS, BackgroundBank, ViewSampler
 from physattack.errors import InputError, check_choice, check_interval, check_range
 from physattack.scene.signs import SIGNS
 from physattack.train.classifier import HELDOUT_BACKGROUND_SEED, check_batch_fits, render_set
+from physattack.train.warp import TEST_PHOTOS, WARP_RECIPE, warp_augmentation, warp_set
 from physattack.train.world import TrainingWorld, ViewSource
 from physattack.victims.timm import PREPROCESSING_KEYS, Preprocessing, TimmClassifier, load_timm_classifier
 
@@ -47,8 +49,12 @@ NORMALIZATIONS = {
     "imagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
     "half": ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
 }
-#: Batch augmentations on top of the renders' own randomization. No flips: arrows and text have a side.
-AUGMENTATIONS = ("none", "shift", "erase", "shift_erase")
+#: Batch augmentations on top of the views' own randomization. No flips: arrows and text have a side.
+#: ``v2``: torchvision's ``transforms.v2`` pipeline of ``physattack.train.warp`` (another library's code).
+AUGMENTATIONS = ("none", "shift", "erase", "shift_erase", "v2")
+#: Where the training views come from: this pipeline's renders, or ``physattack.train.warp``'s OpenCV
+#: warps of the flat face onto photographs (a victim that never saw a render).
+SOURCES = ("render", "warp")
 STORAGE = {"float16": torch.float16, "float32": torch.float32}
 #: The hard backgrounds are drawn from their own seeds, apart from the plain banks' (0 and 7777).
 HARD_BACKGROUND_SEED = 1
@@ -195,8 +201,12 @@ class ZooTraining:
         model_kwargs: more timm.create_model arguments, e.g. {img_size:64,depth:6,patch_size:8} for a small ViT.
         input_size: side of the square the model sees (the rendered crops are resized to it).
         normalization: imagenet (timm's ImageNet mean/std) or half (mean 0.5, std 0.5).
+        source: render (this pipeline's renders, as every attack sees) or warp (the flat sign face warped
+            onto scikit-image's bundled photographs with OpenCV, physattack.train.warp: an image path the
+            attack never optimizes through, for held-out victims of their own group).
         augment: none, shift (random shift and scale of the crop), erase (a random rectangle painted
-            over) or shift_erase; on top of the renders' own randomization.
+            over), shift_erase, or v2 (torchvision transforms.v2 colour, blur, perspective, noise and
+            erasing, per image); on top of the views' own randomization.
         hard: train on hard views too (clutter in the sign colours, textured surfaces, small far signs).
         hard_share: share of the training renders that are hard views when hard=true.
         hard_distance_m: [min, max] camera distance of the hard views, metres (dashcam range).
@@ -216,6 +226,7 @@ class ZooTraining:
     model_kwargs: dict[str, Any] = field(default_factory=dict)
     input_size: int = 64
     normalization: str = "imagenet"
+    source: str = "render"
     augment: str = "shift"
     hard: bool = False
     hard_share: float = 0.5
@@ -243,8 +254,12 @@ class ZooTraining:
                                               why="camera distances in metres")
         self.hard_frame = check_interval("hard_frame", self.hard_frame, 0, 1, lo_open=True,
                                          why="the share of the crop's width the sign fills")
-        for name, choices in (("normalization", NORMALIZATIONS), ("augment", AUGMENTATIONS), ("storage", STORAGE)):
+        for name, choices in (("normalization", NORMALIZATIONS), ("augment", AUGMENTATIONS), ("storage", STORAGE),
+                              ("source", SOURCES)):
             check_choice(name, getattr(self, name), list(choices))
+        if self.source == "warp" and self.hard:
+            raise InputError("hard=true adds hard renders, and source=warp trains on no render: give hard=false "
+                             "with source=warp (its warped views already include small far signs).")
         check_batch_fits(self.batch_size, self.per_class)
 
     @property
@@ -280,7 +295,12 @@ def victim_options(victim: TimmClassifier, cfg: ZooTraining) -> dict:
 
 def augment(images: Tensor, kind: str, generator: torch.Generator) -> Tensor:
     """B×3×S×S float images in [0, 1], shifted/scaled (±8 %, ×0.9–1.1) and/or with one random
-    rectangle (2–12 % of the area) painted a random colour, from ``generator``'s draws."""
+    rectangle (2–12 % of the area) painted a random colour, from ``generator``'s draws; or, for ``v2``,
+    each image through torchvision's ``transforms.v2`` pipeline (``warp.warp_augmentation``), which
+    draws from torch's global generator (seeded by ``train_member``)."""
+    if kind == "v2":
+        transform = _v2_augmentation()
+        return torch.stack([transform(im) for im in images]).clamp(0, 1)
     b = images.shape[0]
     if "shift" in kind:
         theta = torch.zeros(b, 2, 3)
@@ -303,6 +323,11 @@ def augment(images: Tensor, kind: str, generator: torch.Generator) -> Tensor:
                 & (cols >= left.view(b, 1, 1)) & (cols < (left + w).view(b, 1, 1))).unsqueeze(1)
         images = torch.where(mask, colour.view(b, 3, 1, 1), images)
     return images
+
+
+@functools.lru_cache(maxsize=1)
+def _v2_augmentation():
+    return warp_augmentation()
 
 
 def evaluate(victim: TimmClassifier, images: Tensor, labels: Tensor) -> tuple[float, list[float]]:
@@ -328,10 +353,12 @@ def stored_state(victim: TimmClassifier, storage: str) -> dict[str, Tensor]:
 
 
 def train_member(options: ZooTraining, world: TrainingWorld) -> tuple[TimmClassifier, dict]:
-    """Render the training and held-out sets, train the member, and measure it on the normal and the
-    hard held-out views (``world``: the attack's renderer, sampler and training backgrounds). Returns the trained victim (frozen; its weights rounded to ``storage``, so it
-    is exactly what loads back) and its metadata: labels, the ``victim=timm`` options, held-out top-1
-    (overall and per class) on both sets, and the training configuration."""
+    """Make the training set (renders, or warps for ``source=warp``) and the held-out renders, train the
+    member, and measure it on the normal and the hard held-out renders, and for ``source=warp`` on warps
+    over photographs it never trained on (``world``: the attack's renderer, sampler and training
+    backgrounds). Returns the trained victim (frozen; its weights rounded to ``storage``, so it is
+    exactly what loads back) and its metadata: labels, the ``victim=timm`` options, held-out top-1
+    (overall and per class) on each set, and the training configuration."""
     cfg = options
     torch.manual_seed(cfg.seed)
     victim = build_member(cfg)                     # an unknown arch or bad model_kwargs fail before rendering
@@ -339,12 +366,13 @@ def train_member(options: ZooTraining, world: TrainingWorld) -> tuple[TimmClassi
     names = list(SIGNS)
     sampler, renderer = world.sampler, world.renderer
     g = torch.Generator().manual_seed(cfg.seed)
-    easy_x, easy_y = render_set(names, cfg.per_class - cfg.hard_per_class,
-                                ViewSource(renderer, sampler, world.backgrounds), g, cfg.image_size,
-                                desc="train renders")
     hard_bank = HardBackgroundBank(sampler.background_count, seed=HARD_BACKGROUND_SEED)
     hard = hard_sampler(sampler, cfg.hard_distance_m, cfg.hard_frame, len(hard_bank))
-    parts = [(easy_x, easy_y)]
+    if cfg.source == "warp":
+        parts = [warp_set(names, cfg.per_class, cfg.seed, cfg.image_size, desc="train warps")]
+    else:
+        parts = [render_set(names, cfg.per_class - cfg.hard_per_class, ViewSource(renderer, sampler, world.backgrounds),
+                            g, cfg.image_size, desc="train renders")]
     if cfg.hard_per_class:
         parts.append(render_set(names, cfg.hard_per_class, ViewSource(renderer, hard, hard_bank), g, cfg.image_size,
                                 desc="hard train renders"))
@@ -387,6 +415,15 @@ def train_member(options: ZooTraining, world: TrainingWorld) -> tuple[TimmClassi
 
     acc, per_class = evaluate(victim, test_x, test_y)
     hard_acc, hard_per_class = evaluate(victim, hard_x, hard_y)
+    warp_test = {}
+    if cfg.source == "warp":                       # also on warps over photographs it never trained on
+        warp_x, warp_y = warp_set(names, cfg.test_per_class, cfg.seed + 30_000, cfg.image_size, TEST_PHOTOS,
+                                  desc="held-out warps")
+        warp_acc, warp_per_class = evaluate(victim, warp_x, warp_y)
+        warp_test = {"heldout_warp_top1": warp_acc, "heldout_warp_per_class": dict(zip(list(victim.labels),
+                                                                                         warp_per_class)),
+                     "heldout_warp_views": len(warp_x),
+                     "heldout_warp": f"warped views over the photographs {', '.join(TEST_PHOTOS)}, seed {cfg.seed + 30_000}"}
     labels = list(victim.labels)
     presets = ", ".join(LIGHTING_PRESETS)
     meta = {
@@ -396,12 +433,13 @@ def train_member(options: ZooTraining, world: TrainingWorld) -> tuple[TimmClassi
         "heldout_top1": acc, "heldout_per_class": dict(zip(labels, per_class)), "heldout_views": len(test_x),
         "heldout": f"background bank seed {HELDOUT_BACKGROUND_SEED} (24 images), lighting presets {presets}",
         "heldout_hard_top1": hard_acc, "heldout_hard_per_class": dict(zip(labels, hard_per_class)),
-        "heldout_hard_views": len(hard_x),
+        "heldout_hard_views": len(hard_x), **warp_test,
         "heldout_hard": f"hard background bank seed {HELDOUT_HARD_BACKGROUND_SEED} (24 images: clutter in red, "
                         f"orange, brown; textured surfaces), distance {list(cfg.hard_distance_m)} m, frame "
                         f"{list(cfg.hard_frame)}, lighting presets {presets}",
         "train": {**{f.name: _plain(getattr(cfg, f.name)) for f in fields(ZooTraining)},
                   "views": len(train_x), "hard_views": cfg.hard_per_class * len(names),
+                  **({"recipe": WARP_RECIPE} if cfg.source == "warp" else {}),
                   "sampler": asdict(sampler), "hard_sampler": asdict(hard), "background_seed": 0,
                   "hard_background_seed": HARD_BACKGROUND_SEED, "minutes": round((time.time() - t0) / 60, 1)},
         "torch": torch.__version__,
@@ -439,8 +477,13 @@ def victim_config(meta: dict, weights: str | Path, bundled: bool = False) -> str
     otherwise every ``victim=timm`` key is filled, weights at ``weights``."""
     v, name = meta["victim"], Path(weights).stem
     command = meta.get("command", "physattack.train.zoo.train_member").split(" config=")[0]
+    trained_on = ("# views it warped with OpenCV onto photographs (source=warp: no render of this pipeline) by"
+                  if meta["train"].get("source") == "warp" else
+                  f"# renders{', harder views included,' if meta['train'].get('hard') else ''} by")
     lines = [f"# Zoo member {name}: timm's {v['arch']} ({family(v['arch'])} family) trained from random init on "
-             "physattack's own", f"# renders{', harder views included,' if meta['train'].get('hard') else ''} by",
+             "physattack's own" if meta["train"].get("source") != "warp" else
+             f"# Zoo member {name}: timm's {v['arch']} ({family(v['arch'])} family) trained from random init on",
+             trained_on,
              f"#   {command}",
              f"# Held-out top-1 {100 * meta['heldout_top1']:.1f} %, on hard views "
              f"{100 * meta['heldout_hard_top1']:.1f} % "

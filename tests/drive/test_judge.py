@@ -13,7 +13,7 @@ from physattack.drive.trajectories import Dashcam, DriveRenderer, DriveSet
 from physattack.errors import InputError
 from physattack.drive.judge import (DriveSettings, Judging, check_braking, drive_metrics, evaluate_drives,
                                    first_recognition, panel_metrics)
-from physattack.drive.report import drive_headline, panel_markdown
+from physattack.drive.report import drive_headline, drive_verdict, panel_markdown
 from physattack.drive.stacks import DetectorStack, Panel, PanelVictim, StackSettings, TiledDetector, TwoStageStack
 from physattack.render import Renderer
 from physattack.victims.base import Classifier
@@ -174,7 +174,8 @@ def test_a_panel_judges_every_classifier_on_the_same_crops_by_the_same_rule(grey
     panel = {"twin": PanelVictim(PlantedClassifier(0), (0,), "attacked", "vgg"),
              "sibling": PanelVictim(PlantedClassifier(0), (0,), "held-out", "vgg"),
              "other": PanelVictim(PlantedClassifier(0), (0,), "held-out", "vit"),
-             "blind": PanelVictim(PlantedClassifier(1), (0,), "held-out", "convnext")}
+             "blind": PanelVictim(PlantedClassifier(1), (0,), "held-out", "convnext"),
+             "warped": PanelVictim(PlantedClassifier(0), (0,), "held-out", "mobilenet", "warp")}
     stack = TwoStageStack(tiled, PlantedClassifier(0), (0,), 0.3, 0.62, 32, {"detector": "d", "classifier": "twin"},
                           Panel(panel, {"det": "a detector"}))
     hidden = torch.full_like(stop_scene.texture, GREY)       # the planted detector cannot find it: every victim runs it
@@ -189,14 +190,19 @@ def test_a_panel_judges_every_classifier_on_the_same_crops_by_the_same_rule(grey
     assert rows["blind"]["stop_rate_clean"]["rate"] == 0.0 and rows["blind"]["attack_success_rate"]["n"] == 0
     assert table["held_out_mean"] == {"victims": ["sibling", "other"], "attack_success_rate": 1.0}
     assert table["held_out_families"]["victims"] == ["other"] and table["held_out_families"]["families"] == ["vit"]
+    other = table["held_out_other_data"]                    # trained on other images: its own group
+    assert other["victims"] == ["warped"] and other["data"] == ["warp"] and other["attack_success_rate"] == 1.0
     text = "\n".join(panel_markdown(table, attacked=True))
-    assert "| blind | held-out | convnext | 0.0% [0%-49%] (0/4) | 0.0% [0%-49%] (0/4) | n/a |" in text
+    assert "| blind | held-out | convnext | render | 0.0% [0%-49%] (0/4) | 0.0% [0%-49%] (0/4) | n/a |" in text
+    assert "Over the 1 held-out victims trained on other images than the renders" in text
     assert "`det` (a detector)" in text
     result = {**drive_metrics(outcomes), "panel": table, "stack": "two-stage",
               "victims": {"detector": "d", "classifier": "twin"}, "report": "drive.md"}
     line = drive_headline(result)
     assert ("not fitted to: with 2 held-out classifiers it runs the sign in 100.0% of the drives they stop in clean "
-            "on average, 100.0% for the 1 of families it never saw") in line
+            "on average, 100.0% for the 1 of families it never saw; the 1 trained on other images (warp: no render of "
+            "this pipeline) run it in 100.0% of their clean stops") in line
+    assert "the 1 trained on other images (warp) in 100.0%" in drive_verdict(result)
     assert "each attacked member alone" not in line            # one attacked victim: the stack's own figure is its
 
 

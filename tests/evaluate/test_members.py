@@ -9,8 +9,8 @@ import wandb
 
 from physattack.eot import BackgroundBank, EvalGrid, ViewPipeline
 from physattack.errors import InputError
-from physattack.evaluate.members import (ATTACKED, HELD_OUT, log_members, members_line,
-                                         tag_members)
+from physattack.evaluate.members import (ATTACKED, HELD_OUT, headline_figures, log_members, members_line,
+                                         not_fitted_phrase, tag_members)
 from physattack.victims.signnet import bundled_signnet
 from physattack.render import Renderer
 from physattack.victims.base import Classifier
@@ -174,8 +174,10 @@ def test_heldout_run_writes_the_table(tmp_path, setup, signnet, sibling):
     assert out["heldout"]["victims"] == b["victims"]
 
     report = (tmp_path / "b" / "report.md").read_text()
-    assert "| victim | role | family | mode | clean accuracy | success (clean-correct) | success (all views)" in report
-    assert "| signnet_seed1 | held-out | – | targeted |" in report and "| signnet | attacked | – | targeted |" in report
+    assert ("| victim | role | family | trained on | mode | clean accuracy | success (clean-correct) "
+            "| success (all views)") in report
+    assert "| signnet_seed1 | held-out | – | render | targeted |" in report
+    assert "| signnet | attacked | – | render | targeted |" in report
     assert "`no_yield` (held-out): its labels lack the target 'yield'" in report
     assert "classifier victims only" in report
     assert "**Headline:**" in report and ", fitted to signnet; not fitted to: 1 held-out victim read it" in report
@@ -205,10 +207,13 @@ def test_held_out_families_average_only_families_no_attacked_victim_belongs_to()
         return ViewProbs(clean=clean, attacked=attacked)
 
     members = tag_members(attacked={"vgg_a": object(), "resnet_a": object()},
-                          held_out={"vgg_b": object(), "vit_a": object(), "convnext_a": object(), "unknown": object()},
+                          held_out={"vgg_b": object(), "vit_a": object(), "convnext_a": object(), "unknown": object(),
+                                    "warp_mobilenet": object(), "warp_resnet": object()},
                           families={"vgg_a": "vgg", "resnet_a": "resnet", "vgg_b": "vgg", "vit_a": "vit",
-                                    "convnext_a": "convnext"})
-    fooled = {"vgg_a": 10, "resnet_a": 10, "vgg_b": 9, "vit_a": 2, "convnext_a": 4, "unknown": 7}
+                                    "convnext_a": "convnext", "warp_mobilenet": "mobilenet", "warp_resnet": "resnet"},
+                          data={"warp_mobilenet": "warp", "warp_resnet": "warp"})
+    fooled = {"vgg_a": 10, "resnet_a": 10, "vgg_b": 9, "vit_a": 2, "convnext_a": 4, "unknown": 7, "warp_mobilenet": 1,
+              "warp_resnet": 5}
     sets = {n: LabelSets((0,), (1,)) for n in members}
     table = members_table({n: probs(k) for n, k in fooled.items()}, members, sets, {})
     fam = table["held_out_families"]
@@ -217,9 +222,21 @@ def test_held_out_families_average_only_families_no_attacked_victim_belongs_to()
     assert fam["attack_success_rate"] == pytest.approx(0.3) and fam["attack_success_rate_min"] == pytest.approx(0.2)
     assert table["held_out_mean"]["attack_success_rate"] == pytest.approx((0.9 + 0.2 + 0.4 + 0.7) / 4)
     assert table["members"]["vit_a"]["family"] == "vit" and table["members"]["unknown"]["family"] is None
-    assert "held-out families (convnext, vit; attacked: resnet, vgg) mean 30.0%" in members_line(table)
+    # the victims trained on other images are their own group, out of the two means above
+    other = table["held_out_other_data"]
+    assert other["victims"] == ["warp_mobilenet", "warp_resnet"] and other["data"] == ["warp"]
+    assert other["attack_success_rate"] == pytest.approx(0.3) and other["attack_success_rate_min"] == pytest.approx(0.1)
+    assert table["members"]["warp_resnet"]["data"] == "warp" and table["members"]["vit_a"]["data"] == "render"
+    line = members_line(table)
+    assert "held-out families (convnext, vit; attacked: resnet, vgg) mean 30.0%" in line
+    assert "held-out, trained on other images (warp) mean 30.0% (min 10.0%, 2 victims)" in line
     report = "\n".join(members_markdown(table))
-    assert "| vit_a | held-out | vit |" in report and "**30.0%**" in report
+    assert "| vit_a | held-out | vit | render |" in report and "**30.0%**" in report
+    assert "| warp_resnet | held-out | resnet | warp |" in report
+    assert "Over the 2 held-out victims trained on other images than the renders" in report
+    fig = headline_figures(["vgg_a", "resnet_a"], {"victims": table})
+    assert "the 2 trained on other images (warp: no render of this pipeline) read it 30.0% (lowest 10.0%)" in \
+        not_fitted_phrase(fig)
 
 
 def test_per_condition_rates_show_where_one_victim_fails():

@@ -39,7 +39,8 @@ class ClassifierKind(AttackKind):
 
     def pool(self, cfg: DictConfig, attacked: dict[str, object], device) -> dict:
         evaluation = cfg.get("evaluation") or {}
-        return build.protocol_members(evaluation.get("victims"), attacked, device, evaluation.get("families"))
+        return build.protocol_members(evaluation.get("victims"), attacked, device, evaluation.get("families"),
+                                      evaluation.get("data"))
 
     def members(self, protocol) -> dict | None:
         return protocol.members if protocol is not None else None
