@@ -86,28 +86,67 @@ def with_cells(clean: Tensor, attacked: Tensor, cells: Tensor, keep: Tensor) -> 
 
 @dataclass
 class FrontierInputs:
-    """What the frontier needs from a finished classifier run.
+    """What the frontier needs from a finished run (classifier or detector).
 
-    ``score`` (texture -> V×... probabilities of the attacked victims on the rank views, as their mean
-    reading of the attack's goal: higher is better for the attacker) ranks the cells; ``members``
-    (name -> ``physattack.evaluate.members.Member``) are scored per view on ``params`` through
-    ``pipeline``; ``judge`` (texture -> the drive section's ``attack_success_rate`` and panel means), when
-    given, judges the run's drives with ``drive_texture``'s cells (the printed patch, as the drive report has it).
+    ``score`` (texture -> the attacked victims' mean reading of the attack's goal on the rank views: higher
+    is better for the attacker) ranks the cells; ``rate_views`` (texture -> ``{name: {"role", "family",
+    **rate}}``: each victim's success per view, ``classifier_view_rates`` or ``detector_view_rates``)
+    scores every step; ``judge`` (texture -> the drive section's ``attack_success_rate`` and panel means),
+    when given, judges the run's drives with ``drive_texture``'s cells (the printed patch, as the drive
+    report has it). ``views`` is the number of views ``rate_views`` reads, ``success`` what it counts.
     """
 
-    scene: object
     clean: Tensor
     attacked: Tensor
     mask: Tensor
     cell_px: int
     face_texels: float
     score: Callable[[Tensor], Tensor]
-    members: dict
-    pipeline: object
-    params: object
-    target: str | None
+    rate_views: Callable[[Tensor], dict]
+    views: int
     judge: Callable[[Tensor], dict] | None = None
     drive_texture: Tensor | None = None
+    success: str = "attack success over each victim's clean-correct views"
+
+
+def classifier_view_rates(scene, clean: Tensor, members: dict, pipeline, params, target: str | None
+                          ) -> Callable[[Tensor], dict]:
+    """``FrontierInputs.rate_views`` for classifiers: every member (name -> ``Member``) with label sets for
+    the attack, scored on ``params`` through ``pipeline`` as the protocol scores them (success over its
+    clean-correct views)."""
+    sets = {n: label_sets(m.victim, scene.class_name, target) for n, m in members.items()}
+    scored = {n: m for n, m in members.items() if not isinstance(sets[n], str)}
+
+    def rate_views(texture: Tensor) -> dict:
+        probs, _ = classify_views(scene, clean, texture, pipeline, params, [m.victim for m in scored.values()])
+        return {n: {"role": scored[n].role, "family": scored[n].family,
+                    **member_rates(p, sets[n])["attack_success_rate"]} for n, p in zip(scored, probs)}
+
+    return rate_views
+
+
+def detector_view_rates(scene, clean: Tensor, members: dict, pipeline, params, batch_size: int = 32
+                        ) -> Callable[[Tensor], dict]:
+    """``FrontierInputs.rate_views`` for detectors (``attack=hide``): every member (name -> ``Member``) that
+    knows the scene's class, scored on the frames ``params`` as the detectors table scores them (the sign
+    gone, over the frames it was detected in clean)."""
+    from physattack.evaluate.detectors import detect_views, detector_rates, scene_label
+    from physattack.victims.detection import best_scores_on_boxes
+
+    labels = {n: scene_label(m.victim, scene.class_name) for n, m in members.items()}
+    scored = {n: m for n, m in members.items() if not isinstance(labels[n], str)}
+
+    def rate_views(texture: Tensor) -> dict:
+        outputs, boxes = detect_views(scene, clean, texture, pipeline, params, [m.victim for m in scored.values()],
+                                      batch_size)
+        out = {}
+        for (n, m), (c, a) in zip(scored.items(), outputs):
+            t = float(m.victim.score_threshold)
+            rates = detector_rates(best_scores_on_boxes(c, boxes, labels[n]), best_scores_on_boxes(a, boxes, labels[n]), t)
+            out[n] = {"role": m.role, "family": m.family, **rates["disappearance_rate"]}
+        return out
+
+    return rate_views
 
 
 @torch.no_grad()
@@ -127,9 +166,6 @@ def area_frontier(inputs: FrontierInputs, settings: AreaSettings, progress: bool
     order = torch.argsort(loss, stable=True)          # the least useful first
     texels = cells.flatten(1).sum(1).float()
     total = float(texels.sum())
-    scene_class = inputs.scene.class_name
-    sets = {n: label_sets(m.victim, scene_class, inputs.target) for n, m in inputs.members.items()}
-    scored = {n: m for n, m in inputs.members.items() if not isinstance(sets[n], str)}
     rows = []
     for share in tqdm([1.0, *settings.keep], desc="area: frontier", unit="step", disable=not progress):
         keep = full.clone()
@@ -141,18 +177,16 @@ def area_frontier(inputs: FrontierInputs, settings: AreaSettings, progress: bool
             area -= float(texels[order[removed]])
             removed += 1
         texture = with_cells(inputs.clean, inputs.attacked, cells, keep)
-        probs, _ = classify_views(inputs.scene, inputs.clean, texture, inputs.pipeline, inputs.params,
-                                  [m.victim for m in scored.values()])
-        views = {n: member_rates(p, sets[n])["attack_success_rate"] for n, p in zip(scored, probs)}
         row = {"keep": share, "cells": int(keep.sum()), "area_fraction": area / inputs.face_texels,
-               "views": {n: {"role": scored[n].role, "family": scored[n].family, **views[n]} for n in scored}}
+               "views": inputs.rate_views(texture)}
         row.update(_means(row["views"]))
         if inputs.judge is not None:
             source = inputs.drive_texture if inputs.drive_texture is not None else inputs.attacked
             row["drives"] = inputs.judge(with_cells(inputs.clean, source, cells, keep))
         rows.append(row)
     return {"cells": k, "cell_px": inputs.cell_px, "ranked_by": "occlusion: each cell off alone, the attacked "
-            "victims' mean reading of the goal on the rank views", "views": len(inputs.params), "steps": rows}
+            "victims' mean reading of the goal on the rank views", "views": inputs.views, "success": inputs.success,
+            "steps": rows}
 
 
 def _means(views: dict) -> dict:
@@ -207,7 +241,8 @@ def area_markdown(frontier: dict, figure: str = "area.png") -> list[str]:
     lines = ["## Area frontier", "",
              f"The stickers cut into their {frontier['cells']} cells ({frontier['cell_px']} texels a side), ranked by "
              f"{frontier['ranked_by']}, and taken off the least useful first; each step scored per view on the "
-             f"{frontier['views']}-view grid" + (" and per drive on the run's drives." if drives else "."), "",
+             f"{frontier['views']}-view grid ({frontier.get('success', 'attack success')})"
+             + (" and per drive on the run's drives." if drives else "."), "",
              head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         cells = [f"{100 * r['area_fraction']:.1f} %", str(r["cells"]), pct(r["views_attacked_min"]),
@@ -250,4 +285,4 @@ def report_frontier(frontier: dict, run_dir, tracker=None) -> dict:
 
 
 __all__ = ["report_frontier", "AreaSettings", "FrontierInputs", "area_figure", "area_frontier", "area_markdown",
-           "sticker_cells", "with_cells"]
+           "classifier_view_rates", "detector_view_rates", "sticker_cells", "with_cells"]

@@ -48,8 +48,10 @@ def pool(weights: dict) -> dict:
 
 
 def attack_config(victim: str, weights: dict):
-    extra = [f"victim.members.det_fcos.weights={weights['det_fcos']}"] if victim == "detector_ensemble" else []
-    cfg = compose("+scene=stop_sign", "attack=hide", f"victim={victim}", *extra, *SMALL)
+    extra = [f"victim.members.det_fcos.weights={weights['det_fcos']}", # and the area frontier over the pool
+             "evaluation.area.enabled=true", "evaluation.area.keep=[0.5]", "evaluation.area.rank_views=2",
+             "evaluation.area.drives=false"] if victim == "detector_ensemble" else []
+    cfg = compose("+scene=stop_sign", "attack=hide", f"victim={victim}", *SMALL, *extra)
     with open_dict(cfg):
         cfg.evaluation.detectors = OmegaConf.create(pool(weights))
     return cfg
@@ -106,6 +108,12 @@ def test_held_out_detectors_are_scored_but_never_called_by_the_optimizer(victim,
     for row in table["members"].values():                       # each detector's rates per grid value, too
         assert row["per_condition"] and all(sum(r["views"] for r in rows) == 2 for rows in row["per_condition"].values())
     assert "### Detectors by condition" in report and (tmp_path / "heldout_detectors.png").is_file()
+    if victim == "detector_ensemble":          # the area frontier: every detector of the pool at each step
+        steps = metrics["area"]["steps"]
+        assert [r["keep"] for r in steps] == [1.0, 0.5] and steps[0]["area_fraction"] > steps[1]["area_fraction"] > 0
+        assert all(list(r["views"]) == attacked + held_out and r["views"][n]["n"] <= 2 for r in steps for n in r["views"])
+        assert [steps[0]["views"][n]["role"] for n in attacked + held_out] == [roles[n] for n in attacked + held_out]
+        assert "## Area frontier" in report and "the sign gone" in report and (tmp_path / "area.png").is_file()
     line = headline(run_report)                  # the main figure says what it was and was not fitted to
     assert f"not fitted to: {len(held_out)} held-out detector" in line and line in report
     assert all(n in line.split("not fitted to")[1] for n in held_out)

@@ -9,6 +9,7 @@ import torch
 
 from physattack.errors import InputError
 from physattack.evaluate.area import (AreaSettings, FrontierInputs, area_figure, area_frontier, area_markdown,
+                                      classifier_view_rates,
                                       sticker_cells, with_cells)
 from physattack.evaluate.members import Member
 
@@ -64,9 +65,11 @@ def test_the_least_useful_cells_go_first_and_every_step_is_scored(stop_scene, si
 
     grid = EvalGrid(azimuth_deg=[-20.0, 20.0], distance_m=[6.0], lighting=["noon"], background_count=2)
     members = {"signnet": Member(signnet, "attacked", "vgg")}
-    inputs = FrontierInputs(stop_scene, stop_scene.texture, attacked, mask, cell, float(stop_scene.face_mask.sum()),
-                            score, members, ViewPipeline(Renderer(), BackgroundBank(2, seed=1000), (64, 64)),
-                            grid.params(), "yield")
+    params = grid.params()
+    rate_views = classifier_view_rates(stop_scene, stop_scene.texture, members,
+                                       ViewPipeline(Renderer(), BackgroundBank(2, seed=1000), (64, 64)), params, "yield")
+    inputs = FrontierInputs(stop_scene.texture, attacked, mask, cell, float(stop_scene.face_mask.sum()), score,
+                            rate_views, len(params))
     frontier = area_frontier(inputs, AreaSettings(keep=[0.5, 0.1]))
     steps = frontier["steps"]
     assert [s["keep"] for s in steps] == [1.0, 0.5, 0.1] and frontier["cells"] == len(cells)
@@ -110,9 +113,11 @@ def test_the_last_cell_kept_is_the_useful_one(stop_scene, signnet):
         return (texture - stop_scene.texture).abs()[:, cells[useful]].mean()
 
     grid = EvalGrid(azimuth_deg=[0.0], distance_m=[6.0], lighting=["noon"], background_count=1)
-    inputs = FrontierInputs(stop_scene, stop_scene.texture, attacked, mask, w // 8, float(stop_scene.face_mask.sum()),
-                            score, {"signnet": Member(signnet, "attacked", "vgg")},
-                            ViewPipeline(Renderer(), BackgroundBank(1, seed=1000), (48, 48)), grid.params(), "yield")
+    rate_views = classifier_view_rates(stop_scene, stop_scene.texture, {"signnet": Member(signnet, "attacked", "vgg")},
+                                       ViewPipeline(Renderer(), BackgroundBank(1, seed=1000), (48, 48)), grid.params(),
+                                       "yield")
+    inputs = FrontierInputs(stop_scene.texture, attacked, mask, w // 8, float(stop_scene.face_mask.sum()), score,
+                            rate_views, 1)
     area_module.with_cells = spy
     try:
         area_frontier(inputs, AreaSettings(keep=[0.5, 0.15]))

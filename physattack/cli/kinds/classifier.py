@@ -65,7 +65,7 @@ class ClassifierKind(AttackKind):
         import torch
 
         from physattack.drive.build import frontier_judge
-        from physattack.evaluate.area import FrontierInputs, area_frontier, report_frontier
+        from physattack.evaluate.area import FrontierInputs, area_frontier, classifier_view_rates, report_frontier
 
         members = self.members(setup.protocol)
         if not members:
@@ -86,9 +86,10 @@ class ClassifierKind(AttackKind):
         cell = (patch.mask_search or {}).get("cell_px") or max(4, round(patch.mask.shape[-1] * 45 / 750))
         judge = (frontier_judge(drive, scene.texture, build.camera_stage(setup.pipeline))
                  if drive is not None and settings.drives else None)
-        inputs = FrontierInputs(scene, scene.texture, done.eval_texture, patch.mask, int(cell),
-                                float(scene.face_mask.sum()), score, members, setup.pipeline, params,
-                                attack.target if attack.targeted else None, judge)
+        rate_views = classifier_view_rates(scene, scene.texture, members, setup.pipeline, params,
+                                           attack.target if attack.targeted else None)
+        inputs = FrontierInputs(scene.texture, done.eval_texture, patch.mask, int(cell), float(scene.face_mask.sum()),
+                                score, rate_views, len(params), judge)
         return report_frontier(area_frontier(inputs, settings, progress), setup.run_dir, setup.tracker)
 
     def headline(self, report: RunReport) -> str:

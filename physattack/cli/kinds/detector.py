@@ -62,6 +62,41 @@ class DetectorKind(AttackKind):
             members = None
         return Perception(inputs.victim, classifier, names, members, *inputs.crop)
 
+    def frontier(self, done, setup, drive, settings, progress: bool = False) -> dict | None:
+        """Stickers taken off the least useful first, each step scored on the held-out frames by every detector
+        of the protocol's pool (the sign gone, over the frames it was found in clean) and on the run's drives
+        (``physattack.evaluate.area``). A ``mislabel`` attack gets none: its success is two detections, not one."""
+        import torch
+
+        from physattack.drive.build import frontier_judge
+        from physattack.evaluate.area import FrontierInputs, area_frontier, detector_view_rates, report_frontier
+        from physattack.victims.detection import best_scores_on_boxes
+
+        members = self.members(setup.protocol)
+        scene, patch, attack = done.scene, done.patch, done.attack
+        if not members or attack.targeted:
+            return None
+        attacked = [m.victim for m in members.values() if m.role == "attacked"]
+        labels = [v.label_index(scene.class_name) for v in attacked]
+        params = setup.grid.params()
+        rank = params[:min(settings.rank_views, len(params))]
+
+        def score(texture):
+            views = setup.pipeline(scene, texture, rank)
+            found = [best_scores_on_boxes(v(views.images).detections, views.boxes, k).float().cpu()
+                     for v, k in zip(attacked, labels)]
+            return 1 - torch.stack(found).mean()           # the detectors' mean score on the sign: lower is better
+
+        cell = (patch.mask_search or {}).get("cell_px") or max(4, round(patch.mask.shape[-1] * 45 / 750))
+        judge = (frontier_judge(drive, scene.texture, build.camera_stage(setup.pipeline))
+                 if drive is not None and settings.drives else None)
+        rate_views = detector_view_rates(scene, scene.texture, members, setup.pipeline, params,
+                                         setup.run.eval_batch_size)
+        inputs = FrontierInputs(scene.texture, done.eval_texture, patch.mask, int(cell), float(scene.face_mask.sum()),
+                                score, rate_views, len(params), judge,
+                                success="the sign gone, over each detector's frames it was found in clean")
+        return report_frontier(area_frontier(inputs, settings, progress), setup.run_dir, setup.tracker)
+
     def headline(self, report: RunReport) -> str:
         """The drive verdict first (when the run judged drives), then the held-out frames' figures."""
         from physattack.drive.report import drive_verdict
