@@ -487,7 +487,9 @@ def victim_config(meta: dict, weights: str | Path, bundled: bool = False) -> str
              f"#   {command}",
              f"# Held-out top-1 {100 * meta['heldout_top1']:.1f} %, on hard views "
              f"{100 * meta['heldout_hard_top1']:.1f} % "
-             f"({'assets/' if bundled else ''}{Path(weights).with_suffix('.json').name} records the rest)."]
+             + (f"(renders), on warps over unseen photographs {100 * meta['heldout_warp_top1']:.1f} % "
+                if "heldout_warp_top1" in meta else "")
+             + f"({'assets/' if bundled else ''}{Path(weights).with_suffix('.json').name} records the rest)."]
     if bundled:
         return "\n".join([*lines, "_target_: physattack.victims.timm.bundled_timm_victim", f"name: {name}"]) + "\n"
 
