@@ -91,6 +91,18 @@ def test_the_red_team_preset_is_the_ensemble_over_approach_windows_within_a_quar
     held_out = set(cfg.evaluation.victims) - set(cfg.victim.members)
     families = {cfg.evaluation.families[n] for n in held_out} - {cfg.evaluation.families[n] for n in cfg.victim.members}
     assert len(families) >= 3                      # at least three families no member shares
+    other_data = {n for n in held_out if (cfg.evaluation.get("data") or {}).get(n, "render") != "render"}
+    assert other_data >= {"warp_resnet10t", "warp_mobilenetv3"}     # and victims that never saw a render, apart
+
+
+def test_every_victim_named_in_the_evaluation_maps_is_in_the_pool():
+    from physattack.cli.attack import compose as door_compose
+
+    cfg = door_compose("+scene=stop_sign", "attack=yield")
+    for key in ("families", "data"):
+        extra = set(cfg.evaluation[key]) - set(cfg.evaluation.victims) - {"zoo_convnext_96"}
+        assert not extra, f"evaluation.{key} names {sorted(extra)}, which evaluation.victims lacks"
+    assert set(cfg.evaluation.data.values()) == {"warp"}
 
 
 def test_the_transfer_recipe_sets_the_ensemble_loss_and_input_diversity_and_passes_the_door():

@@ -42,7 +42,10 @@ def test_drive_writes_the_report_timeline_and_video_beside_the_run(finished_run,
     panel = report["panel"]["members"]
     assert panel["signnet"]["role"] == "attacked" and panel["zoo_vit"]["role"] == "held-out"
     assert all(r["drives"] == 1 and "attack_success_rate" in r for r in panel.values())
-    assert "## Victims over the drives" in text and "| zoo_vit | held-out | vit |" in text
+    assert "## Victims over the drives" in text and "| zoo_vit | held-out | vit | render |" in text
+    # the victims that learned from no render are their own group (evaluation.data)
+    assert panel["warp_resnet10t"]["data"] == "warp" and "| warp_mobilenetv3 | held-out | mobilenet | warp |" in text
+    assert set(report["panel"]["held_out_other_data"]["victims"]) <= {"warp_resnet10t", "warp_mobilenetv3"}
     after = tree_digest(finished_run)
     assert {k: v for k, v in after.items() if not k.startswith("drive/")} == before, "the run's own files changed"
     shutil.rmtree(out)
