@@ -142,6 +142,10 @@ def frontier_judge(evaluation, clean_texture: Tensor, photograph=None) -> Callab
             out["held_out_mean"] = p["held_out_mean"]["attack_success_rate"]
             out["held_out_families"] = p["held_out_families"]["attack_success_rate"]
             out["held_out_other_data"] = p["held_out_other_data"]["attack_success_rate"]
+            members = [r["attack_success_rate"]["rate"] for r in p["members"].values()
+                       if r["role"] == "attacked" and r["attack_success_rate"]["n"]]
+            if len(members) > 1:                  # an ensemble: a car runs one member, not the stack's mean
+                out["attacked_min"] = min(members)
         return out
 
     return judge

@@ -219,6 +219,8 @@ def area_figure(frontier: dict):
             ax.plot(x, [100 * v for v in y], style, label=label)
     if all("drives" in r for r in rows):
         ax.plot(x, [100 * r["drives"]["attack_success_rate"]["rate"] for r in rows], "-s", label="per drive, the stack")
+        if all(r["drives"].get("attacked_min") is not None for r in rows):
+            ax.plot(x, [100 * r["drives"]["attacked_min"] for r in rows], "-^", label="per drive, attacked (lowest member)")
         if all(r["drives"].get("held_out_mean") is not None for r in rows):
             ax.plot(x, [100 * r["drives"]["held_out_mean"] for r in rows], "--s", label="per drive, held-out mean")
     ax.set_xlabel("stickers' area, % of the face")
@@ -236,8 +238,10 @@ def area_markdown(frontier: dict, figure: str = "area.png") -> list[str]:
     pct = lambda v: "–" if v is None else f"{100 * v:.1f} %"  # noqa: E731
     rows = frontier["steps"]
     drives = all("drives" in r for r in rows)
+    members = drives and all(r["drives"].get("attacked_min") is not None for r in rows)
     head = ("| area of the face | cells | per view: attacked (lowest) | held-out mean | unseen families"
-            + (" | per drive: the stack | held-out mean | unseen families |" if drives else " |"))
+            + (" | per drive: the stack" + (" | lowest attacked member" if members else "")
+               + " | held-out mean | unseen families |" if drives else " |"))
     lines = ["## Area frontier", "",
              f"The stickers cut into their {frontier['cells']} cells ({frontier['cell_px']} texels a side), ranked by "
              f"{frontier['ranked_by']}, and taken off the least useful first; each step scored per view on the "
@@ -249,8 +253,9 @@ def area_markdown(frontier: dict, figure: str = "area.png") -> list[str]:
                  pct(r["views_held_out_mean"]), pct(r["views_held_out_families"])]
         if drives:
             s = r["drives"]["attack_success_rate"]
-            cells += [f"{pct(s['rate'])} ({s['count']}/{s['n']})", pct(r["drives"].get("held_out_mean")),
-                      pct(r["drives"].get("held_out_families"))]
+            cells += [f"{pct(s['rate'])} ({s['count']}/{s['n']})",
+                      *([pct(r["drives"]["attacked_min"])] if members else []),
+                      pct(r["drives"].get("held_out_mean")), pct(r["drives"].get("held_out_families"))]
         lines.append("| " + " | ".join(cells) + " |")
     return lines + ["", f"![area frontier]({figure})", ""]
 

@@ -9,8 +9,7 @@ import torch
 
 from physattack.errors import InputError
 from physattack.evaluate.area import (AreaSettings, FrontierInputs, area_figure, area_frontier, area_markdown,
-                                      classifier_view_rates,
-                                      sticker_cells, with_cells)
+                                      classifier_view_rates, sticker_cells, with_cells)
 from physattack.evaluate.members import Member
 
 
@@ -125,3 +124,18 @@ def test_the_last_cell_kept_is_the_useful_one(stop_scene, signnet):
         area_module.with_cells = original
     steps = seen[1 + len(cells):]                   # after the ranking: one texture per step
     assert len(steps) == 3 and all(bool(k[useful]) for k in steps) and int(steps[-1].sum()) < int(steps[0].sum())
+
+
+def test_an_ensembles_frontier_shows_its_lowest_member_over_drives():
+    """A car runs one member: where the stack's figure is the members' reading, the lowest member's is drawn too."""
+    rate = {"rate": 1.0, "count": 2, "n": 2}
+    steps = [{"keep": k, "cells": c, "area_fraction": a, "views_attacked_min": 0.5, "views_held_out_mean": 0.4,
+              "views_held_out_families": None,
+              "drives": {"attack_success_rate": rate, "attacked_min": m, "held_out_mean": 0.0, "held_out_families": None}}
+             for k, c, a, m in ((1.0, 4, 0.2, 0.0), (0.5, 2, 0.1, 0.0))]
+    frontier = {"cells": 4, "cell_px": 8, "ranked_by": "occlusion", "views": 2, "steps": steps}
+    text = "\n".join(area_markdown(frontier))
+    assert "| per drive: the stack | lowest attacked member | held-out mean |" in text
+    assert "| 20.0 % | 4 | 50.0 % | 40.0 % | – | 100.0 % (2/2) | 0.0 % | 0.0 % | – |" in text
+    labels = [line.get_label() for line in area_figure(frontier).axes[0].get_lines()]
+    assert "per drive, attacked (lowest member)" in labels
