@@ -462,7 +462,7 @@ def save_member(out: str | Path, victim: TimmClassifier, meta: dict) -> tuple[Pa
 
 
 FAMILIES = {"resnet": "ResNet", "mobilenetv3": "MobileNetV3", "efficientnet": "EfficientNet", "tinynet": "EfficientNet",
-            "vit": "ViT", "convnext": "ConvNeXt", "regnet": "RegNet", "deit": "ViT"}
+            "vit": "ViT", "convnext": "ConvNeXt", "regnet": "RegNet", "deit": "ViT", "ghostnet": "GhostNet"}
 
 
 def family(arch: str) -> str:
