@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from commands import TINY, run_module
+from commands import TINY, run_module, with_warp
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def finished_run(tmp_path_factory) -> Path:
     """A finished tiny run of the canonical command (no full protocol), shared by the tests that
     must not change it."""
     root = tmp_path_factory.mktemp("finished")
-    proc = run_module("physattack", ["+scene=stop_sign", "attack=yield", *TINY, "evaluation.enabled=false",
-                                     f"hydra.run.dir={root / 'run'}"], root)
+    proc = run_module("physattack", ["+scene=stop_sign", "attack=yield", *with_warp(TINY),
+                                     "evaluation.enabled=false", f"hydra.run.dir={root / 'run'}"], root)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return root / "run"

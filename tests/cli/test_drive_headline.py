@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from commands import TINY
+from commands import TINY, with_warp
 
 from physattack.cli import build
 from physattack.cli.attack import compose, run_attack
@@ -31,27 +31,29 @@ class Recorder(NullTracker):
 def test_the_drive_report_the_headline_and_wandb_agree(tmp_path, monkeypatch):
     recorder = Recorder()
     monkeypatch.setattr(build, "tracker", lambda *args, **kwargs: recorder)
-    cfg = compose("+scene=stop_sign", "attack=yield", *TINY, "evaluation.settings.atlas=false")
+    cfg = compose("+scene=stop_sign", "attack=yield", *with_warp(TINY), "evaluation.settings.atlas=false")
     report = run_attack(cfg, tmp_path / "run")
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     drive = json.loads((tmp_path / "run" / "drive" / "drive.json").read_text())
     s = drive["attack_success_rate"]
     mean = drive["panel"]["held_out_mean"]["attack_success_rate"]
     families = drive["panel"]["held_out_families"]["attack_success_rate"]
+    other = drive["panel"]["held_out_other_data"]["attack_success_rate"]
 
     head = metrics["headline"]
     assert head == report.headline == recorder.summaries["headline"]
     assert head.startswith("targeted -> yield, fitted to signnet: over 2 held-out drives (two-stage (detnet -> "
                            f"signnet)) the car runs the sign in {s['rate']:.1%} ({s['count']}/{s['n']}, 95% CI "
                            f"{s['ci95'][0]:.1%}-{s['ci95'][1]:.1%}) of those it stops in clean, the 9 held-out "
-                           f"classifiers in {mean:.1%} on average ({families:.1%} for the 7 of families it never saw); "
-                           "per view: held-out success "), head
+                           f"classifiers in {mean:.1%} on average ({families:.1%} for the 7 of families it never saw), "
+                           f"the 2 trained on other images (warp) in {other:.1%}; per view: held-out success "), head
 
     assert metrics["drive"]["attack_success_rate"] == s
     sent = recorder.summaries
     assert sent["headline/drive_success_rate"] == s["rate"] == sent["drive/attack_success_rate"]
     assert recorder.summaries["drive/held_out_mean_attack_success_rate"] == mean
     assert recorder.summaries["drive/held_out_families_attack_success_rate"] == families
+    assert recorder.summaries["drive/held_out_other_data_attack_success_rate"] == other
     for key in ("stop_rate_clean", "stop_rate_attacked"):
         assert recorder.summaries[f"drive/{key}"] == drive[key]["rate"] == metrics["drive"][key]["rate"]
     heldout = metrics["attack_success_rate"] if "attack_success_rate" in metrics else None

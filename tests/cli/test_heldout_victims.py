@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from commands import TINY
+from commands import TINY, with_warp
 
 from physattack.cli import build
 from physattack.cli.attack import attack_and_report, compose
 from physattack.cli.parts import attack_parts
 from physattack.tracking import NullTracker
 
-SMALL = [*TINY, "attack.steps=2", "patch.shape=bars", "evaluation.settings.atlas=false",
+SMALL = [*with_warp(TINY), "attack.steps=2", "patch.shape=bars", "evaluation.settings.atlas=false",
          "evaluation.grid.camera_effects=[default]", "logger=none"]
 
 
@@ -46,9 +46,12 @@ def test_held_out_victims_are_scored_but_never_called_by_the_optimizer(victim, t
     assert all(calls[n] > 0 for n in held_out), "a held-out victim was never scored"
     table = metrics["heldout"]["victims"]
     assert {n: table["members"][n]["role"] for n in held_out} == {n: "held-out" for n in held_out}
-    assert table["held_out_mean"]["victims"] == held_out
+    other_data = [n for n in held_out if n in cfg.evaluation.data]          # trained on other images: own group
+    assert other_data and table["held_out_other_data"]["victims"] == other_data
+    renders = [n for n in held_out if n not in other_data]
+    assert table["held_out_mean"]["victims"] == renders
     families = table["held_out_families"]            # siblings of an attacked family are not a held-out family
     attacked_families = {cfg.evaluation.families[n] for n in attacked}
-    assert families["victims"] == [n for n in held_out if cfg.evaluation.families[n] not in attacked_families]
+    assert families["victims"] == [n for n in renders if cfg.evaluation.families[n] not in attacked_families]
     assert families["attacked_families"] == sorted(attacked_families)
     assert not set(families["families"]) & set(families["attacked_families"])
