@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from commands import TINY
+from commands import TINY, with_warp
 from omegaconf import OmegaConf
 
 import physattack.cli.attack as attack_cli
@@ -21,7 +21,7 @@ def python_example() -> str:
 
 
 def test_the_python_path_composes_the_commands_configuration(finished_run):
-    cfg = attack_cli.compose("+scene=stop_sign", "attack=yield", *TINY, "evaluation.enabled=false")
+    cfg = attack_cli.compose("+scene=stop_sign", "attack=yield", *with_warp(TINY), "evaluation.enabled=false")
     assert OmegaConf.to_yaml(cfg, resolve=True) == (finished_run / "config.yaml").read_text()
 
 
