@@ -199,6 +199,25 @@ def drive_evaluation(node: DictConfig, perception, *, scene, renderer, backgroun
     return evaluation(world, perception, make(node.settings), make(node.stack, _convert_="all"))
 
 
+def footage_evaluation(node: DictConfig, perception, *, scene, footage, track, options: DictConfig):
+    """The drive evaluation of ``perception`` over the user's ``footage`` with the sign's corners in ``track``
+    (``physattack.drive.footage``), judged by ``node``'s settings and stack; ``options``: ``footage_options``
+    (``conf/drive.yaml``: the camera's field of view, the speed, the frame rate, the blur)."""
+    from physattack.drive.build import footage_evaluation as evaluation
+    from physattack.drive.footage import FootageOptions
+
+    given = {k: (None if v is None else float(v)) for k, v in options.items()}      # Hydra refuses unknown keys
+    return evaluation(scene, _user_path(footage), _user_path(track), perception, make(node.settings),
+                      make(node.stack, _convert_="all"),
+                      FootageOptions(**given, height_m=float(node.dashcam.get("height_m", 1.4))))
+
+
+def _user_path(path) -> str:
+    import os
+
+    return os.path.abspath(os.path.expanduser(str(path)))
+
+
 def approach_framing(sampler, cfg: DictConfig, *, scene, renderer, backgrounds, device):
     """``sampler`` with the drive stack's detector framing attached when it samples approach windows
     (``eot=approach``): the detector of ``cfg.drive`` (or ``conf/drive/quick.yaml``) over its tiles, run on drive

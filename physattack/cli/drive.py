@@ -23,9 +23,13 @@ from physattack.errors import InputError
 
 
 def command_identity(cfg: DictConfig) -> dict:
-    """What makes two drive commands the same report: the run and the drive settings."""
-    return {"run_dir": str(resolved(cfg.run_dir)), "drive": OmegaConf.to_container(cfg.drive, resolve=True),
-            "device": str(cfg.device)}
+    """What makes two drive commands the same report: the run, the drive settings and the footage."""
+    identity = {"run_dir": str(resolved(cfg.run_dir)), "drive": OmegaConf.to_container(cfg.drive, resolve=True),
+                "device": str(cfg.device)}
+    if cfg.get("footage") is not None:
+        identity.update(footage=str(resolved(cfg.footage)), track=str(resolved(cfg.track)) if cfg.get("track") else None,
+                        footage_options=OmegaConf.to_container(cfg.footage_options, resolve=True))
+    return identity
 
 
 def unfinished_report(cfg: DictConfig) -> Path | None:
@@ -43,6 +47,10 @@ def unfinished_report(cfg: DictConfig) -> Path | None:
 def run_drive(cfg: DictConfig, out_dir: str | Path) -> dict:
     """Judge the run ``cfg.run_dir``'s patch on the drives of ``cfg.drive``; write into ``out_dir`` (continuing
     the drives an interrupted run of the same command kept there)."""
+    if (cfg.get("footage") is None) != (cfg.get("track") is None):
+        given, missing = ("footage", "track") if cfg.get("footage") is not None else ("track", "footage")
+        raise InputError(f"{given}= needs {missing}= too: a drive over your footage takes the video (or folder of "
+                         "frames) and the sign face's four corners per frame (physattack/drive/footage.py).")
     if not cfg.drive.get("enabled", True):
         raise InputError("drive=none judges no drives (it only turns the report off at the end of an attack run): "
                          "choose drive=default (the held-out set) or drive=quick.")
@@ -59,13 +67,20 @@ def run_drive(cfg: DictConfig, out_dir: str | Path) -> dict:
                                                              device))
     if perception is None:
         raise InputError(f"{run.run_dir} is a {kind.name} run, which is not judged on drives.")
-    evaluation = build.drive_evaluation(cfg.drive, perception, scene=run.scene, renderer=run.renderer,
-                                        backgrounds=run.eval_bank)
+    footage = cfg.get("footage")
+    if footage is not None:        # the user's footage: real frames, already photographed by their camera
+        evaluation = build.footage_evaluation(cfg.drive, perception, scene=run.scene, footage=footage,
+                                              track=cfg.track, options=cfg.footage_options)
+        photograph = None
+    else:
+        evaluation = build.drive_evaluation(cfg.drive, perception, scene=run.scene, renderer=run.renderer,
+                                            backgrounds=run.eval_bank)
+        photograph = build.camera_stage(run.eval_pipeline)
     write_command(out_dir, command_identity(cfg))
     tracker = build.tracker(cfg, out_dir, OmegaConf.to_container(cfg, resolve=True))
     try:
-        return evaluation.report(run.adv_texture, out_dir, summary, tracker=tracker,
-                                 photograph=build.camera_stage(run.eval_pipeline), progress=bool(cfg.progress))
+        return evaluation.report(run.adv_texture, out_dir, summary, tracker=tracker, photograph=photograph,
+                                 progress=bool(cfg.progress))
     finally:
         tracker.finish()
 
@@ -83,7 +98,8 @@ COMMAND = HydraCommand(
     usage=("python -m physattack.drive run_dir=outputs/<date>/<time>",
            "python -m physattack.drive run_dir=<run> drive=quick",
            "python -m physattack.drive run_dir=<run> drive.drives.speeds_kmh=[50] drive.settings.k=2 "
-           "drive.settings.n=3"),
+           "drive.settings.n=3",
+           "python -m physattack.drive run_dir=<run> footage=dashcam.mp4 track=corners.csv footage_options.hfov_deg=110"),
     task=task, output="beside", check=check_run_dir, continues=unfinished_report)
 
 main = COMMAND.main

@@ -3,8 +3,9 @@
 
 ``trajectories`` (dashcam, drives, the drive renderer and the EOT sampler of drive views), ``stacks``
 (tiled detectors, detector and two-stage stacks, panels), ``judge`` (the verdict and its shares),
-``video`` (timelines and videos), ``report`` (drive.json, drive.md, W&B) and ``build`` (a drive
-evaluation from plain parts: what ``cli`` calls).
+``video`` (timelines and videos), ``report`` (drive.json, drive.md, W&B), ``footage`` (drives over the
+user's own video: tracks, compositing, relighting) and ``build`` (a drive evaluation from plain parts: what
+``cli`` calls).
 """
 
 from physattack.drive.judge import DriveOutcome, DriveSettings, check_braking, evaluate_drives, first_recognition

@@ -63,6 +63,7 @@ class DriveEvaluation:
     renderer: DriveRenderer
     stack: object               # DetectorStack or TwoStageStack
     settings: DriveSettings
+    setup: str | None = None    # the drives in one sentence, when they are not a simulated set (footage)
 
     def report(self, adv_texture: Tensor | None, out_dir: str | Path, summary: dict, *, tracker=None,
                photograph=None, progress: bool = False) -> dict:
@@ -77,7 +78,41 @@ def drive_evaluation(world: DriveWorld, perception: Perception, settings: DriveS
     """The drive evaluation of ``perception`` on ``world``'s drives: a detector stack when there is no
     classifier, else a two-stage stack whose panel is ``perception.members``' classifiers."""
     check_braking(world.drives, settings)
-    scene, dashcam = world.scene, world.dashcam
+    stack = perception_stack(perception, world.scene, world.dashcam, settings, stack_settings)
+    return DriveEvaluation(world.scene, world.drives, DriveRenderer(world.renderer, world.backgrounds, world.dashcam),
+                           stack, settings)
+
+
+def footage_evaluation(scene, footage: str | Path, track: str | Path, perception: Perception, settings: DriveSettings,
+                       stack_settings: StackSettings, options=None) -> DriveEvaluation:
+    """The drive evaluation of ``perception`` on the user's ``footage`` (a video or a folder of frames) where
+    ``track`` gives the sign face's corners per frame (``physattack.drive.footage``): one drive, the attacked
+    sign composited onto the real one, judged by the same stack and rule as a simulated drive. ``options``: a
+    ``FootageOptions`` (the camera's field of view, the speed, ...; its defaults when None)."""
+    from physattack.drive.footage import Footage, FootageOptions, FootageRenderer, footage_drive, read_track
+
+    options = options or FootageOptions()
+    track = read_track(track)
+    frames = Footage(footage, options.fps)
+    dashcam = Dashcam(width_px=frames.width, height_px=frames.height, hfov_deg=options.hfov_deg,
+                      height_m=options.height_m)
+    drive = footage_drive(frames, track, dashcam, tuple(scene.texture_size_m), settings.braking_m, options.speed_kmh)
+    stack = perception_stack(perception, scene, dashcam, settings, stack_settings)
+    speed = (f"{drive.speed_kmh:.1f} km/h" + (" (estimated from the track: the slope of the sign's distance by its "
+                                               "corners)" if drive.speed_source == "track" else ""))
+    setup = (f"Footage {drive.footage} ({frames.width}×{frames.height} px, {options.hfov_deg:g}° horizontal: focal "
+             f"{dashcam.focal_px:.0f} px), frames {drive.first_frame}-{drive.last_frame} at {drive.fps:g} fps tracked "
+             f"by {drive.track}; the sign from {drive.start_m:.1f} m (by its corners), {drive.lane_offset_m:.1f} m right "
+             f"of the camera; {speed}. The attacked texels are composited onto the real sign and relit per frame "
+             "(a gain and offset per channel fitted to the clean sign); the clean drive is the footage itself.")
+    return DriveEvaluation(scene, [drive], FootageRenderer(frames, dashcam, options.blur_sigma_px), stack, settings,
+                           setup)
+
+
+def perception_stack(perception: Perception, scene, dashcam: Dashcam, settings: DriveSettings,
+                     stack_settings: StackSettings):
+    """The stack ``perception`` describes on ``dashcam``'s frames: a detector stack when there is no classifier,
+    else a two-stage stack; either with its panel of ``perception.members``."""
     size_m = tuple(scene.texture_size_m)
     tiled = TiledDetector(perception.detector, dashcam, size_m, stack_settings)
     frame = stack_settings.crop_frame if stack_settings.crop_frame is not None else perception.crop_frame
@@ -92,8 +127,7 @@ def drive_evaluation(world: DriveWorld, perception: Perception, settings: DriveS
         panel, skipped = drive_panel(perception.members, scene.class_name)
         stack = TwoStageStack(tiled, classifier, classifier.label_set(scene.class_name), settings.iou, frame, side,
                               perception.names, Panel(panel, skipped))
-    return DriveEvaluation(scene, world.drives, DriveRenderer(world.renderer, world.backgrounds, dashcam), stack,
-                           settings)
+    return stack
 
 
 def drive_panel(members: dict | None, scene_class: str, detectors: bool = False) -> tuple[dict, dict]:
@@ -151,4 +185,5 @@ def frontier_judge(evaluation, clean_texture: Tensor, photograph=None) -> Callab
     return judge
 
 
-__all__ = ["DriveEvaluation", "DriveWorld", "Perception", "drive_evaluation", "drive_panel", "frontier_judge"]
+__all__ = ["DriveEvaluation", "DriveWorld", "Perception", "drive_evaluation", "drive_panel", "footage_evaluation",
+           "frontier_judge", "perception_stack"]

@@ -18,6 +18,12 @@ def _pct(r: dict) -> str:
     return f"{r['rate']:.1%} [{r['ci95'][0]:.0%}-{r['ci95'][1]:.0%}] ({r['count']}/{r['n']})"
 
 
+def drives_phrase(result: dict, n: int) -> str:
+    """"18 held-out drives", or "1 footage drive" for a drive over the user's footage."""
+    kind = "footage drive" if result.get("source") == "footage" else "held-out drive"
+    return f"{n} {kind}{'' if n == 1 else 's'}"
+
+
 def stack_line(stack_info: dict) -> str:
     v = stack_info["victims"]
     return (f"two-stage ({v['detector']} -> {v['classifier']})" if stack_info["stack"] == "two-stage"
@@ -28,7 +34,7 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
                    files: dict[str, list[str]]) -> str:
     attacked = "stop_rate_attacked" in metrics
     lines = ["# Drive-by evaluation: would the car still stop?", "",
-             f"{summary.get('scene', '')}, {summary.get('attack', '')}: {len(outcomes)} held-out drives through the "
+             f"{summary.get('scene', '')}, {summary.get('attack', '')}: {drives_phrase(summary, len(outcomes))} through the "
              f"**{stack_line(summary)}** stack. {summary['setup']}", "",
              f"A sign is *recognised* when {settings.k} of the last {settings.n} frames read it as its class; the car "
              "*stops* when that happens at or before the braking point, the braking distance "
@@ -145,7 +151,7 @@ def drive_setup(dashcam, drives: list) -> str:
 def drive_headline(result: dict) -> str:
     """One line for the terminal: stop share clean vs attacked, through which victims."""
     c = result["stop_rate_clean"]
-    line = (f"drive-by ({stack_line(result)}, {result['drives']} held-out drives): the car stops in {c['rate']:.1%} "
+    line = (f"drive-by ({stack_line(result)}, {drives_phrase(result, result['drives'])}): the car stops in {c['rate']:.1%} "
             f"(95% CI {c['ci95'][0]:.1%}-{c['ci95'][1]:.1%}) clean")
     if "stop_rate_attacked" in result:
         a, s = result["stop_rate_attacked"], result["attack_success_rate"]
@@ -161,8 +167,8 @@ def drive_verdict(result: dict) -> str:
     stops for clean, through the attacked stack, and through the held-out victims on average."""
     s = result.get("attack_success_rate")
     if s is None:
-        return f"no attacked drive was judged ({result['drives']} held-out drives)"
-    head = f"over {result['drives']} held-out drive{'s' if result['drives'] != 1 else ''} ({stack_line(result)}) "
+        return f"no attacked drive was judged ({drives_phrase(result, result['drives'])})"
+    head = f"over {drives_phrase(result, result['drives'])} ({stack_line(result)}) "
     if s["n"] == 0:
         head += "the car never stops for the clean sign, so the drive verdict is undefined"
     else:
@@ -217,7 +223,10 @@ def report_drives(evaluation, *, out_dir, clean_texture: Tensor, adv_texture: Te
         plt.close(fig)
     for o in outcomes[:settings.videos]:
         files["videos"].append(write_video(out_dir / f"drive_{o.index}.mp4", o, judging).name)
-    head = {**summary, "stack": stack.kind, "victims": stack.names, "setup": drive_setup(renderer.dashcam, drives)}
+    setup = getattr(evaluation, "setup", None)
+    head = {**summary, "stack": stack.kind, "victims": stack.names, "setup": setup or drive_setup(renderer.dashcam, drives)}
+    if setup:
+        head["source"] = "footage"
     result = {**head, **metrics, "report": str(out_dir / "drive.md"), "files": files}
     save_text(out_dir / "drive.md", drive_markdown(head, metrics, outcomes, settings, files))
     save_json(out_dir / "drive.json", {

@@ -296,6 +296,10 @@ class DriveRenderer:
     def full_region(self) -> Region:
         return 0, 0, self.dashcam.width_px, self.dashcam.height_px
 
+    def scaled(self, factor: float) -> "DriveRenderer":
+        """The same drives on a camera with ``factor`` times the pixels per side (videos)."""
+        return DriveRenderer(self.renderer, self.backgrounds, self.dashcam.scaled(factor), margin_px=self.margin_px)
+
     def background(self, params: SceneParams, region: Region) -> Tensor:
         """B×3×h×w: each frame's bank image stretched to the full frame, zoomed by 1/``bg_scale``
         about the vanishing point, seen through ``region``."""

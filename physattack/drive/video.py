@@ -47,8 +47,8 @@ def timeline_figure(outcome: DriveOutcome, labels: tuple[str, ...], sign_label: 
     axes[-1, 0].set_xlabel("distance to the sign along the road (m)")
     axes[-1, 0].invert_xaxis()
     dr = outcome.drive
-    fig.suptitle(f"drive {outcome.index}: {dr.speed_kmh:g} km/h, {dr.light}, {dr.effects}, lane offset "
-                 f"{dr.lane_offset_m:g} m, background {dr.background}", fontsize=10)
+    fig.suptitle(f"drive {outcome.index}: {dr.speed_kmh:.3g} km/h, {dr.light}, {dr.effects}, lane offset "
+                 f"{dr.lane_offset_m:.3g} m, background {dr.background}", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -101,11 +101,9 @@ def write_video(path, outcome: DriveOutcome, judging: Judging):
     from pathlib import Path
 
     from physattack.atomic import save_with
-    from physattack.drive.trajectories import DriveRenderer
 
     renderer, settings, textures, chunk = judging.renderer, judging.settings, judging.textures, judging.chunk
-    small = DriveRenderer(renderer.renderer, renderer.backgrounds, renderer.dashcam.scaled(settings.video_scale),
-                          margin_px=renderer.margin_px)
+    small = renderer.scaled(settings.video_scale)
     scale = small.dashcam.width_px / renderer.dashcam.width_px
     w, h = small.dashcam.width_px, small.dashcam.height_px
     path = Path(path)

@@ -57,6 +57,9 @@ def test_drive_writes_the_report_timeline_and_video_beside_the_run(finished_run,
     (["drive.settings.k=4", "drive.settings.n=3"], ["drive.settings.k", "<= drive.settings.n"]),
     (["drive.drives.start_m=25"], ["braking distance", "drive.drives.start_m=25"]),
     (["drive=none"], ["drive=none judges no drives", "drive=default"]),
+    (["footage=dashcam.mp4"], ["footage= needs track=", "four corners"]),
+    (["footage=dashcam.mp4", "track=corners.csv"], ["track file", "corners.csv", "does not exist"]),
+    (["footage=dashcam.mp4", "track=corners.csv", "footage_options.zoom=2"], ["footage_options.zoom is not a setting", "hfov_deg"]),
 ])
 def test_bad_drive_settings_are_one_sentence_and_leave_nothing(overrides, words, finished_run, in_tmp, capsys):
     before = tree_digest(finished_run)
@@ -82,3 +85,31 @@ def test_help_names_the_command_and_its_sets(capsys):
     out = capsys.readouterr().out
     for w in ("python -m physattack.drive", "run_dir=", "default*, none, quick", "braking distance"):
         assert w in out, out
+
+
+def test_a_drive_over_footage_is_judged_and_reported_as_one(finished_run, in_tmp, stop_scene):
+    """A rendered approach written as footage (frames and track) through the command: one footage drive."""
+    from physattack.drive.footage import write_footage
+    from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer
+    from physattack.eot import BackgroundBank
+    from physattack.render import Renderer
+
+    cam = Dashcam(width_px=640, height_px=360)
+    drive = Drive(speed_kmh=30.0, lane_offset_m=3.5, start_m=20.0, fps=4.0)
+    frames = drive.frames(cam, tuple(stop_scene.texture_size_m))
+    frames = frames[:int((frames.distance_m > 12.0).sum())]
+    folder, track = write_footage(DriveRenderer(Renderer(), BackgroundBank(2, seed=5), cam), stop_scene,
+                                  stop_scene.texture, frames, in_tmp / "footage")
+    before = tree_digest(finished_run)
+    out = in_tmp / "footage-drive"
+    assert call(drive_main, [f"run_dir={finished_run}", f"footage={folder}", f"track={track}", "footage_options.fps=4",
+                             "drive.settings.video_scale=0.5", "progress=false", f"hydra.run.dir={out}"]) == 0
+    report = json.loads((out / "drive.json").read_text())
+    assert report["drives"] == 1 and report["source"] == "footage"
+    drive = report["per_drive"][0]
+    assert drive["footage"] == str(folder) and drive["frames"] == len(frames) and drive["light"] == "footage"
+    assert drive["speed_kmh"] == pytest.approx(30.0, rel=0.01) and drive["speed_from"] == "track"
+    text = (out / "drive.md").read_text()
+    assert "1 footage drive through" in text and "the clean drive is the footage itself" in text
+    assert (out / "timeline_0.png").is_file() and (out / "drive_0.mp4").is_file()
+    assert tree_digest(finished_run) == before
