@@ -141,6 +141,7 @@ class DriveFrames:
         face_boxes: T×4 the sign face's projected box in full-frame pixels (unclipped).
         params: SceneParams of the T frames: light, camera effects, background, and the view from
             the sign (distance, azimuth, elevation) for reference.
+        street: the street behind the sign (``physattack.drive.street.Street``), or None: the background bank.
     """
 
     time_s: Tensor
@@ -150,6 +151,7 @@ class DriveFrames:
     camera_m: Tensor
     face_boxes: Tensor
     params: SceneParams
+    street: object = None
 
     def __len__(self) -> int:
         return self.time_s.shape[0]
@@ -158,7 +160,8 @@ class DriveFrames:
         if isinstance(index, int):
             index = slice(index, index + 1)
         return DriveFrames(self.time_s[index], self.distance_m[index], self.azimuth_deg[index],
-                           self.elevation_deg[index], self.camera_m[index], self.face_boxes[index], self.params[index])
+                           self.elevation_deg[index], self.camera_m[index], self.face_boxes[index], self.params[index],
+                           self.street)
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,8 @@ class Drive:
         sign_height_m: the sign's centre above the road (the scene's post reaches the road at 2.1 m).
         blur_sigma_px, noise_std: the camera's own blur and noise (a preset may replace them).
         background_zoom: how much the background has grown by the last frame (approach parallax).
+        street: the seed of the street around the sign (``physattack.drive.street``); None: the frame's
+            background is a bank image (``background``).
     """
 
     speed_kmh: float = 50.0
@@ -191,6 +196,7 @@ class Drive:
     blur_sigma_px: float = 0.4
     noise_std: float = 0.01
     background_zoom: float = 0.25
+    street: int | None = None
 
     def __post_init__(self) -> None:
         key = "drive."
@@ -212,8 +218,19 @@ class Drive:
         return self.speed_kmh / 3.6
 
     def describe(self) -> dict:
-        return {"speed_kmh": self.speed_kmh, "lane_offset_m": self.lane_offset_m, "light": self.light,
-                "effects": self.effects, "background": self.background, "start_m": self.start_m, "fps": self.fps}
+        out = {"speed_kmh": self.speed_kmh, "lane_offset_m": self.lane_offset_m, "light": self.light,
+               "effects": self.effects, "background": self.background, "start_m": self.start_m, "fps": self.fps}
+        if self.street is not None:
+            out["street"] = self.street
+        return out
+
+    def street_scene(self):
+        """The street around the sign (``physattack.drive.street.Street``), or None."""
+        if self.street is None:
+            return None
+        from physattack.drive.street import Street
+
+        return Street(self.street, self.lane_offset_m, self.sign_height_m)
 
     @torch.no_grad()
     def frames(self, dashcam: Dashcam, face_size_m: tuple[float, float]) -> DriveFrames:
@@ -240,7 +257,7 @@ class Drive:
         azimuth = torch.rad2deg(torch.atan2(cam[:, 0], cam[:, 2]))
         elevation = torch.rad2deg(torch.asin(cam[:, 1] / rng))
         return DriveFrames(t, s, azimuth, elevation, cam, boxes, self._params(dashcam, s, rng, azimuth, elevation,
-                                                                              face_size_m[0]))
+                                                                              face_size_m[0]), self.street_scene())
 
     def _params(self, dashcam: Dashcam, s: Tensor, rng: Tensor, azimuth: Tensor, elevation: Tensor,
                 width_m: float) -> SceneParams:
@@ -334,7 +351,12 @@ class DriveRenderer:
         for start in range(0, len(frames), batch):
             rows = range(start, min(start + batch, len(frames)))
             params = frames.params[start:rows.stop]
-            out = self.background(params, region).to(texture.device)
+            if frames.street is not None:
+                from physattack.drive.street import street_backdrop
+
+                out = street_backdrop(frames.street, self.dashcam.cameras(frames.camera_m[start:rows.stop]), region, params.lights()).to(texture.device)
+            else:
+                out = self.background(params, region).to(texture.device)
             for j, i in enumerate(rows):
                 if not bool(ahead[i]):
                     continue
@@ -386,9 +408,15 @@ class DriveSet:
     background_zoom: float = 0.25
     background_count: int = 24
     seed: int = 3000
+    world: str = "backdrop"
+    street_seed: int = 50_000
 
     def __post_init__(self) -> None:
         key = "drive.drives."
+        if self.world not in ("backdrop", "street"):
+            raise InputError(f"drive.drives.world must be backdrop (a background image behind the sign) or street (a "
+                             f"procedural street around it); got {self.world!r}.")
+        check_range(key + "street_seed", self.street_seed, 0, integer=True, why="the first held-out street's seed")
         check_values(key + "speeds_kmh", self.speeds_kmh, 0.0, lo_open=True, why="the cars' speeds in km/h")
         _check_presets(key + "lighting", self.lighting, LIGHTING_PRESETS)
         check_values(key + "lane_offsets_m", self.lane_offsets_m, 0.0, why="metres from the camera's path to the sign")
@@ -414,7 +442,8 @@ class DriveSet:
                                 fps=float(self.fps), light=light, effects=fx, background=i % self.background_count,
                                 seed=self.seed + i, sign_height_m=self.sign_height_m,
                                 blur_sigma_px=self.blur_sigma_px, noise_std=self.noise_std,
-                                background_zoom=self.background_zoom))
+                                background_zoom=self.background_zoom,
+                                street=self.street_seed + i if self.world == "street" else None))
         return out
 
     def __len__(self) -> int:

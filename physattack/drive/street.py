@@ -1,0 +1,349 @@
+"""A street around the sign, for drives: road, lane markings, kerbs, verges, buildings, poles, trees, parked
+cars and other signs — red ones among them — drawn behind the sign in every frame.
+
+The drives of ``trajectories.py`` pass the sign over a photograph-like background stretched to the frame:
+sky and hills, no road. A detector that has never had to find a 9-px sign among poles, cars and other red
+signs is not the detector a car runs. A ``Street`` is procedural (no downloads) and fixed by its seed: the
+same seed is the same street in every frame of a drive and on every machine.
+
+Geometry, in the sign's coordinates (DESIGN.md: the face centre is the origin, +z towards the oncoming car,
+y up; the road ``sign_height_m`` below the face's centre): the car drives along -z in the middle of the right
+lane, ``lane_offset_m`` to the left of the sign, so the road's right edge is ``lane_offset_m - lane_width_m/2``
+from the sign. To the right of that edge: a kerb, a verge and a sidewalk, then buildings; to the left: the
+oncoming lane, a kerb, a sidewalk and buildings. Other signs stand on posts on both sides at least
+``clear_m`` up or down the road from the stop sign; parked cars stand on the far side of the road and on the
+near side only past the sign (here no object hides the sign; occlusion is a separate question).
+
+Drawing: every object is a set of flat polygons, each lit flat by the drive's light (ambient + diffuse ×
+cos of the angle between its normal and the light, in the light's colour), clipped to the camera's near
+plane, projected through the frame's pinhole and filled far to near (the painter's algorithm) with OpenCV at
+1/16-pixel precision; other signs' faces are their drawn textures (``physattack.scene.signs``) warped onto
+their projected corners. Only the asked region of the frame is drawn. Sky above the horizon, a graded ground
+colour below it. Camera effects apply to the composited frame, as for any drive. A region is the full frame
+there up to OpenCV's anti-aliasing of long polygon edges (a pixel along an edge may differ).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import torch
+from torch import Tensor
+
+from physattack.errors import check_range
+
+Region = tuple[int, int, int, int]
+
+#: the other signs a street may show (``physattack.scene.signs.SIGNS`` names); red ones first
+DISTRACTORS = ("do_not_enter", "yield_sign", "do_not_pass", "speed_limit_45", "keep_right", "one_way",
+               "pedestrian_crossing", "railroad_crossing")
+ASPHALT, MARKING, KERB, VERGE, SIDEWALK = (0.30, 0.30, 0.31), (0.85, 0.85, 0.82), (0.62, 0.61, 0.58), \
+    (0.30, 0.42, 0.20), (0.55, 0.54, 0.51)
+FACADES = ((0.55, 0.30, 0.24), (0.66, 0.62, 0.55), (0.45, 0.44, 0.46), (0.75, 0.70, 0.60), (0.35, 0.38, 0.45),
+           (0.60, 0.48, 0.36))
+CAR_PAINT = ((0.70, 0.10, 0.10), (0.15, 0.18, 0.45), (0.80, 0.80, 0.80), (0.12, 0.12, 0.12), (0.55, 0.57, 0.60),
+             (0.80, 0.65, 0.20))
+
+
+@dataclass(frozen=True)
+class Polygon:
+    """A flat polygon: N×3 vertices (metres, the sign's coordinates), its RGB albedo and unit normal."""
+
+    points: np.ndarray
+    colour: tuple[float, float, float]
+    normal: tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class SignFace:
+    """Another sign's face: its four corners (4×3, top-left first, clockwise as seen from the front) and its
+    texture (RGB float, alpha)."""
+
+    corners: np.ndarray
+    name: str
+
+
+@dataclass(frozen=True)
+class Street:
+    """The street of ``seed`` around a sign ``lane_offset_m`` right of the car's path, its face centre
+    ``sign_height_m`` above the road.
+
+    Args:
+        seed: which street (layout, colours, other signs).
+        lane_width_m: each of the two lanes.
+        length_m: how far the street reaches ahead of the sign and behind the start of a drive.
+        clear_m: no other sign, tree or pole stands within this distance of the stop sign along the road.
+        distractors: how many other signs stand along the street.
+    """
+
+    seed: int
+    lane_offset_m: float
+    sign_height_m: float = 2.1
+    lane_width_m: float = 3.5
+    length_m: float = 160.0
+    clear_m: float = 12.0
+    distractors: int = 6
+
+    def __post_init__(self) -> None:
+        key = "drive.drives.street."
+        check_range(key + "lane_width_m", self.lane_width_m, 2.0, 5.0, why="metres per lane")
+        check_range(key + "clear_m", self.clear_m, 2.0, why="metres kept free around the sign along the road")
+        check_range(key + "distractors", self.distractors, 0, 40, integer=True, why="other signs along the street")
+        if self.lane_offset_m < self.lane_width_m / 2 + 0.3:
+            from physattack.errors import InputError
+            raise InputError(f"A lane offset of {self.lane_offset_m:g} m puts the sign on the road (the right lane's "
+                             f"edge is {self.lane_width_m / 2:g} m from the car's path): use drive.drives.lane_offsets_m "
+                             f">= {self.lane_width_m / 2 + 0.3:g}.")
+
+    @property
+    def ground_y(self) -> float:
+        return -self.sign_height_m
+
+    @property
+    def edge_x(self) -> float:
+        """The right edge of the road (the car drives at x = -lane_offset_m)."""
+        return -self.lane_offset_m + self.lane_width_m / 2
+
+    def polygons(self) -> tuple[list[Polygon], list[SignFace]]:
+        return _layout(self)
+
+
+def _quad(x0, x1, y0, y1, z0, z1, colour, normal) -> Polygon:
+    """An axis-aligned rectangle: on the ground (y0 == y1), facing the road (x0 == x1) or the car (z0 == z1)."""
+    if y0 == y1:
+        pts = [[x0, y0, z0], [x1, y0, z0], [x1, y0, z1], [x0, y0, z1]]
+    elif x0 == x1:
+        pts = [[x0, y0, z0], [x0, y1, z0], [x0, y1, z1], [x0, y0, z1]]
+    else:
+        pts = [[x0, y0, z0], [x1, y0, z0], [x1, y1, z0], [x0, y1, z0]]
+    return Polygon(np.asarray(pts, dtype=np.float64), tuple(colour), tuple(normal))
+
+
+def _jitter(colour, rng: np.random.Generator, amount: float = 0.08) -> tuple[float, float, float]:
+    return tuple(float(np.clip(c * (1 + rng.uniform(-amount, amount)), 0, 1)) for c in colour)
+
+
+def _box(x0, x1, y0, y1, z0, z1, colour, road_side: str) -> list[Polygon]:
+    """The faces of a box a car on the road can see: the one towards the car (+z) and the one towards the road,
+    and its top."""
+    towards_road = (x0, -1.0) if road_side == "right" else (x1, 1.0)
+    return [_quad(x0, x1, y0, y1, z1, z1, colour, (0, 0, 1)),
+            _quad(towards_road[0], towards_road[0], y0, y1, z0, z1, tuple(0.85 * c for c in colour),
+                  (towards_road[1], 0, 0)),
+            _quad(x0, x1, y1, y1, z0, z1, tuple(0.9 * c for c in colour), (0, 1, 0))]
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(street: Street) -> tuple[list[Polygon], list[SignFace]]:
+    rng = np.random.default_rng(street.seed)
+    g, e, w, L = street.ground_y, street.edge_x, street.lane_width_m, street.length_m
+    z_far, z_near = -L, L
+    polys: list[Polygon] = []
+    left = e - 2 * w                                                  # the oncoming lane's left edge
+    polys.append(_quad(left, e, g, g, z_far, z_near, _jitter(ASPHALT, rng), (0, 1, 0)))
+    polys.append(_quad(e - 0.25, e - 0.1, g, g, z_far, z_near, MARKING, (0, 1, 0)))                  # edge line
+    polys.append(_quad(left + 0.1, left + 0.25, g, g, z_far, z_near, MARKING, (0, 1, 0)))
+    centre = e - w
+    yellow = (0.85, 0.70, 0.15)
+    for z in np.arange(z_far, z_near, 9.0):                                                          # dashed centre
+        polys.append(_quad(centre - 0.06, centre + 0.06, g, g, z, z + 3.0, yellow, (0, 1, 0)))
+    polys.append(_quad(centre, e - 0.1, g, g, -1.6, -1.1, MARKING, (0, 1, 0)))                      # stop line
+    kerb_h = 0.15
+    for side, x_road, sign in (("right", e, 1.0), ("left", left, -1.0)):
+        x_kerb = x_road + sign * 0.2
+        polys.append(_quad(x_road, x_road, g, g + kerb_h, z_far, z_near, KERB, (-sign, 0, 0)))
+        polys.append(_quad(min(x_road, x_kerb), max(x_road, x_kerb), g + kerb_h, g + kerb_h, z_far, z_near, KERB,
+                           (0, 1, 0)))
+        verge = rng.uniform(1.0, 3.0)
+        x_verge = x_kerb + sign * verge
+        polys.append(_quad(min(x_kerb, x_verge), max(x_kerb, x_verge), g + kerb_h, g + kerb_h, z_far, z_near,
+                           _jitter(VERGE, rng), (0, 1, 0)))
+        x_walk = x_verge + sign * 2.0
+        polys.append(_quad(min(x_verge, x_walk), max(x_verge, x_walk), g + kerb_h, g + kerb_h, z_far, z_near,
+                           _jitter(SIDEWALK, rng), (0, 1, 0)))
+        x_set = max(x_walk + sign * rng.uniform(1.0, 6.0), 1.5) if side == "right" else x_walk - rng.uniform(1.0, 6.0)
+        polys.append(_quad(min(x_walk, x_set + sign * 40), max(x_walk, x_set + sign * 40), g + kerb_h, g + kerb_h,
+                           z_far, z_near, _jitter(VERGE, rng, 0.2), (0, 1, 0)))                      # yards, lots
+        z = z_near
+        while z > z_far:                                                                             # buildings
+            width = rng.uniform(8.0, 25.0)
+            if rng.uniform() < 0.75:
+                depth, height = rng.uniform(8.0, 15.0), rng.uniform(4.0, 16.0)
+                x0, x1 = (x_set, x_set + depth) if side == "right" else (x_set - depth, x_set)
+                colour = _jitter(FACADES[rng.integers(len(FACADES))], rng)
+                polys += _box(x0, x1, g, g + height, z - width, z, colour, side)
+                for row in np.arange(g + 1.2, g + height - 1.0, 3.0):                               # windows
+                    for col in np.arange(z - width + 1.0, z - 1.5, 3.0):
+                        xf = x0 - 0.02 if side == "right" else x1 + 0.02
+                        polys.append(_quad(xf, xf, row, row + 1.4, col, col + 1.5, (0.18, 0.22, 0.28),
+                                           (-sign, 0, 0)))
+            z -= width + rng.uniform(0.0, 6.0)
+        for z in np.arange(z_near - rng.uniform(0, 20), z_far, -rng.uniform(18.0, 35.0)):            # poles, trees
+            if abs(z) < street.clear_m:
+                continue
+            x = _clear_of_view(x_verge - sign * 0.5, z, side, street)
+            if rng.uniform() < 0.5:
+                h = rng.uniform(7.0, 10.0)
+                polys.append(_quad(x - 0.12, x + 0.12, g, g + h, z, z, (0.42, 0.36, 0.30), (0, 0, 1)))
+                polys.append(_quad(x - 1.0, x + 1.0, g + h - 0.6, g + h - 0.45, z, z, (0.35, 0.30, 0.25), (0, 0, 1)))
+            else:
+                h, r = rng.uniform(3.5, 5.0), rng.uniform(1.5, 3.0)      # the crown above any sight line
+                polys.append(_quad(x - 0.15, x + 0.15, g, g + h, z, z, (0.35, 0.25, 0.16), (0, 0, 1)))
+                a = np.linspace(0, 2 * np.pi, 12, endpoint=False)
+                crown = np.stack([x + r * np.cos(a), g + h + r + 0.9 * r * np.sin(a), np.full(12, z - 0.01)], 1)
+                polys.append(Polygon(crown, _jitter((0.20, 0.38, 0.16), rng, 0.2), (0, 0, 1)))
+    for z in np.arange(z_near - rng.uniform(0, 10), z_far, -rng.uniform(6.0, 14.0)):                # parked cars
+        near_side = rng.uniform() < 0.5
+        if near_side and z > -8.0:
+            continue                                 # never between the car and the stop sign
+        if rng.uniform() < 0.4:
+            continue
+        length, height = rng.uniform(4.0, 5.2), rng.uniform(1.4, 1.9)
+        x0, x1 = (e - 2.1, e - 0.3) if near_side else (left + 0.3, left + 2.1)
+        colour = _jitter(CAR_PAINT[rng.integers(len(CAR_PAINT))], rng)
+        polys += _box(x0, x1, g + 0.3, g + height, z - length, z, colour, "right" if near_side else "left")
+        polys.append(_quad(x0 + 0.1, x1 - 0.1, g + 0.95, g + height - 0.1, z + 0.005, z + 0.005, (0.15, 0.18, 0.22),
+                           (0, 0, 1)))                                                              # rear window
+        polys.append(_quad(x0, x1, g, g + 0.3, z, z, (0.05, 0.05, 0.05), (0, 0, 1)))                 # wheels' shadow
+    faces: list[SignFace] = []
+    spots = [z for z in rng.uniform(z_far * 0.6, z_near * 0.7, size=street.distractors * 3)
+             if abs(z) >= street.clear_m][:street.distractors]
+    for i, z in enumerate(spots):
+        name = DISTRACTORS[rng.integers(len(DISTRACTORS))] if i else DISTRACTORS[rng.integers(3)]  # one red at least
+        on_right = rng.uniform() < 0.6
+        x = _clear_of_view(e + rng.uniform(0.8, 3.0), z, "right", street) if on_right else left - rng.uniform(0.8, 3.0)
+        polys.append(_quad(x - 0.04, x + 0.04, g, 0.0, z - 0.02, z - 0.02, (0.55, 0.55, 0.57), (0, 0, 1)))  # post
+        faces.append(SignFace(np.asarray([[x, 0.0, z]]), name))
+    return polys, faces
+
+
+def _clear_of_view(x: float, z: float, side: str, street: Street) -> float:
+    """``x`` moved behind the stop sign's line (x >= 0.6 m) for an object on the right that stands before the sign
+    or near it (z > -clear_m): the car's line of sight to the sign runs at x < 0, so nothing there can hide it."""
+    return max(x, 0.6) if side == "right" and z > -street.clear_m else x
+
+
+@functools.lru_cache(maxsize=16)
+def _sign_face(name: str) -> tuple[np.ndarray, tuple[float, float]]:
+    """A sign's face as H×W×4 float32 (RGB, alpha) and its size in metres."""
+    from physattack.scene.signs import SIGNS, draw_texture
+
+    texture, mask, size_m = draw_texture(SIGNS[name])
+    scale = 256 / max(texture.shape[:2])
+    dsize = (round(texture.shape[1] * scale), round(texture.shape[0] * scale))
+    rgb = cv2.resize(texture, dsize, interpolation=cv2.INTER_AREA).astype(np.float32) / 255
+    alpha = cv2.resize(mask, dsize, interpolation=cv2.INTER_AREA).astype(np.float32) / 255
+    return np.concatenate([rgb, alpha[..., None]], 2), size_m
+
+
+def _shade(normal, lights: dict) -> np.ndarray:
+    az, el = math.radians(lights["light_azimuth_deg"]), math.radians(lights["light_elevation_deg"])
+    direction = np.array([math.cos(el) * math.sin(az), math.sin(el), math.cos(el) * math.cos(az)])
+    lit = lights["ambient"] + lights["diffuse"] * max(0.0, float(np.dot(normal, direction)))
+    return lit * lights["color"]
+
+
+def _clip_near(cam: np.ndarray, near: float) -> np.ndarray:
+    """Sutherland-Hodgman: the part of a polygon (N×3, camera coordinates) with z >= ``near``."""
+    out = []
+    for i in range(len(cam)):
+        a, b = cam[i], cam[(i + 1) % len(cam)]
+        ina, inb = a[2] >= near, b[2] >= near
+        if ina:
+            out.append(a)
+        if ina != inb:
+            t = (near - a[2]) / (b[2] - a[2])
+            out.append(a + t * (b - a))
+    return np.asarray(out)
+
+
+def render_street(street: Street, R: np.ndarray, T: np.ndarray, focal_px: float, principal_px: tuple[float, float],
+                  region: Region, lights: dict) -> np.ndarray:
+    """The street as one frame's camera (world-to-camera ``R``, ``T``; a pinhole of ``focal_px`` with its principal
+    point at ``principal_px`` in full-frame pixels) sees it through ``region`` (x0, y0, x1, y1), under ``lights``
+    (a lighting preset's fields and its ``color``, RGB). Returns h×w×3 float32 in [0, 1]."""
+    x0, y0, x1, y1 = region
+    h, w = y1 - y0, x1 - x0
+    cx, cy = principal_px[0] - x0, principal_px[1] - y0
+    sky_lit = float(np.clip(lights["ambient"] + 0.5 * lights["diffuse"], 0.3, 1.3))
+    forward = R[2]                                                   # the optical axis in world coordinates
+    horizon = cy - focal_px * forward[1] / max(1e-6, math.hypot(forward[0], forward[2]))
+    rows = np.arange(h, dtype=np.float32)[:, None] + 0.5
+    above = np.clip((horizon - rows) / (0.6 * focal_px), 0, 1)           # by the angle above the horizon
+    sky = np.array([0.62, 0.74, 0.90], np.float32) * sky_lit * lights["color"]
+    haze = np.array([0.78, 0.80, 0.82], np.float32) * sky_lit * lights["color"]
+    ground = np.array([0.33, 0.38, 0.28], np.float32) * sky_lit * lights["color"]
+    t = np.sqrt(above)[..., None]
+    image = np.where((rows < horizon)[..., None], haze * (1 - t) + sky * t, ground[None, None, :] * np.ones((h, 1, 1)))
+    image = np.ascontiguousarray(np.broadcast_to(image, (h, w, 3)), dtype=np.float32)
+    near = 0.3
+    polys, faces = street.polygons()
+    items = []
+    for p in polys:
+        cam = p.points @ R.T + T
+        if (cam[:, 2] < near).all():
+            continue
+        cam = _clip_near(cam, near)
+        if len(cam) < 3:
+            continue
+        uv = np.stack([focal_px * cam[:, 0] / cam[:, 2] + cx, focal_px * cam[:, 1] / cam[:, 2] + cy], 1)
+        if uv[:, 0].max() < 0 or uv[:, 0].min() > w or uv[:, 1].max() < 0 or uv[:, 1].min() > h:
+            continue
+        items.append((float(cam[:, 2].max()), 0, uv, np.clip(np.asarray(p.colour) * _shade(p.normal, lights), 0, 1)))
+    for f in faces:
+        rgba, size_m = _sign_face(f.name)
+        x, _, z = f.corners[0]
+        hw, hh = size_m[0] / 2, size_m[1] / 2
+        world = np.array([[x - hw, hh, z], [x + hw, hh, z], [x + hw, -hh, z], [x - hw, -hh, z]])
+        cam = world @ R.T + T
+        if (cam[:, 2] < near).any():
+            continue
+        uv = np.stack([focal_px * cam[:, 0] / cam[:, 2] + cx, focal_px * cam[:, 1] / cam[:, 2] + cy], 1)
+        if uv[:, 0].max() < 0 or uv[:, 0].min() > w or uv[:, 1].max() < 0 or uv[:, 1].min() > h:
+            continue
+        items.append((float(cam[:, 2].max()) - 0.01, 1, uv, (rgba, _shade((0, 0, 1), lights))))
+    for _, kind, uv, paint in sorted(items, key=lambda it: -it[0]):
+        if kind == 0:
+            pts = np.round((uv - 0.5) * 16).astype(np.int32)            # pixel i's centre at i + 0.5; 1/16 px
+            cv2.fillPoly(image, [pts], tuple(float(c) for c in paint), lineType=cv2.LINE_AA, shift=4)
+        else:
+            _paste_face(image, paint[0], paint[1], uv)
+    return np.clip(image, 0, 1)
+
+
+def _paste_face(image: np.ndarray, rgba: np.ndarray, light: np.ndarray, corners: np.ndarray) -> None:
+    from physattack.drive.footage import warp_texture
+
+    h, w = image.shape[:2]
+    win = (max(0, math.floor(corners[:, 0].min()) - 1), max(0, math.floor(corners[:, 1].min()) - 1),
+           min(w, math.ceil(corners[:, 0].max()) + 1), min(h, math.ceil(corners[:, 1].max()) + 1))
+    if win[2] <= win[0] or win[3] <= win[1]:
+        return
+    warped = warp_texture(rgba, corners, win)
+    alpha = warped[..., 3:4]
+    dst = image[win[1]:win[3], win[0]:win[2]]
+    dst[:] = np.clip(warped[..., :3] * light, 0, 1) * alpha + dst * (1 - alpha)
+
+
+def street_backdrop(street: Street, cameras, region: Region, lights) -> Tensor:
+    """B×3×h×w: ``street`` behind B frames seen by ``cameras`` (``physattack.render.camera.Cameras`` of the full
+    frame), lit by ``lights`` (``physattack.render.shade.Lights``)."""
+    out = []
+    for i in range(len(cameras)):
+        light = {"ambient": float(lights.ambient[i]), "diffuse": float(lights.diffuse[i]),
+                 "color": lights.color[i].cpu().numpy().astype(np.float32)}
+        d = lights.direction[i].cpu().numpy()
+        light["light_elevation_deg"] = math.degrees(math.asin(float(np.clip(d[1], -1, 1))))
+        light["light_azimuth_deg"] = math.degrees(math.atan2(float(d[0]), float(d[2])))
+        image = render_street(street, cameras.R[i].double().cpu().numpy(), cameras.T[i].double().cpu().numpy(),
+                              float(cameras.focal_px[i]), tuple(float(v) for v in cameras.principal_px[i]), region,
+                              light)
+        out.append(torch.from_numpy(image).permute(2, 0, 1))
+    return torch.stack(out)
+
+
+__all__ = ["DISTRACTORS", "Polygon", "SignFace", "Street", "render_street", "street_backdrop"]
