@@ -269,7 +269,7 @@ def render_street(street: Street, R: np.ndarray, T: np.ndarray, focal_px: float,
     x0, y0, x1, y1 = region
     h, w = y1 - y0, x1 - x0
     cx, cy = principal_px[0] - x0, principal_px[1] - y0
-    sky_lit = float(np.clip(lights["ambient"] + 0.5 * lights["diffuse"], 0.3, 1.3))
+    sky_lit = float(np.clip(lights["ambient"] + 0.5 * lights["diffuse"], 0.02, 1.3))
     forward = R[2]                                                   # the optical axis in world coordinates
     horizon = cy - focal_px * forward[1] / max(1e-6, math.hypot(forward[0], forward[2]))
     rows = np.arange(h, dtype=np.float32)[:, None] + 0.5

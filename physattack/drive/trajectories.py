@@ -46,6 +46,17 @@ from physattack.scene.scene import Scene
 
 Range = tuple[float, float]
 Region = tuple[int, int, int, int]
+NIGHT_BACKDROP = 0.05      # a background image's share of its daylight brightness at night (streets are lit instead)
+
+#: the light of a drive: the held-out grid's presets (``LIGHTING_PRESETS``), and two that only drives have (the EOT
+#: samplers never draw them): dusk, and night in the car's own headlights (``physattack.drive.night``)
+DRIVE_LIGHTS: dict[str, dict[str, float]] = {
+    **LIGHTING_PRESETS,
+    "dusk": {"ambient": 0.22, "diffuse": 0.12, "light_azimuth_deg": -80.0, "light_elevation_deg": 2.0,
+             "color_temp_k": 3300.0},
+    "night": {"ambient": 0.03, "diffuse": 0.0, "light_azimuth_deg": 0.0, "light_elevation_deg": 60.0,
+              "color_temp_k": 6500.0},
+}
 
 
 def braking_distance_m(speed_kmh: float, reaction_s: float, decel_mps2: float) -> float:
@@ -142,6 +153,7 @@ class DriveFrames:
         params: SceneParams of the T frames: light, camera effects, background, and the view from
             the sign (distance, azimuth, elevation) for reference.
         street: the street behind the sign (``physattack.drive.street.Street``), or None: the background bank.
+        headlights: the car's headlamps at night (``physattack.drive.night.Headlights``), or None.
     """
 
     time_s: Tensor
@@ -152,6 +164,7 @@ class DriveFrames:
     face_boxes: Tensor
     params: SceneParams
     street: object = None
+    headlights: object = None
 
     def __len__(self) -> int:
         return self.time_s.shape[0]
@@ -161,7 +174,7 @@ class DriveFrames:
             index = slice(index, index + 1)
         return DriveFrames(self.time_s[index], self.distance_m[index], self.azimuth_deg[index],
                            self.elevation_deg[index], self.camera_m[index], self.face_boxes[index], self.params[index],
-                           self.street)
+                           self.street, self.headlights)
 
 
 @dataclass(frozen=True)
@@ -173,7 +186,7 @@ class Drive:
         lane_offset_m: lateral distance from the camera's path to the sign's centre (the sign on the right).
         start_m: the sign's distance along the road at the first frame.
         fps: frame rate.
-        light: a lighting preset (``LIGHTING_PRESETS``).
+        light: a lighting preset (``DRIVE_LIGHTS``: the grid's, ``dusk``, or ``night`` in the car's headlights).
         effects: a camera-effect preset (``CAMERA_EFFECT_PRESETS``).
         background: index into the background bank.
         seed: seed of the frames' sensor noise.
@@ -204,7 +217,7 @@ class Drive:
         check_range(key + "lane_offset_m", self.lane_offset_m, 0.0, why="metres from the camera's path to the sign")
         check_range(key + "start_m", self.start_m, 0.0, lo_open=True, why="the sign's distance at the first frame, m")
         check_range(key + "fps", self.fps, 0.0, lo_open=True, why="frames per second")
-        _check_presets(key + "light", [self.light], LIGHTING_PRESETS)
+        _check_presets(key + "light", [self.light], DRIVE_LIGHTS)
         _check_presets(key + "effects", [self.effects], CAMERA_EFFECT_PRESETS)
         check_range(key + "background", self.background, 0, integer=True, why="an index into the background bank")
         check_range(key + "seed", self.seed, integer=True)
@@ -256,15 +269,21 @@ class Drive:
         rng = cam.norm(dim=1)
         azimuth = torch.rad2deg(torch.atan2(cam[:, 0], cam[:, 2]))
         elevation = torch.rad2deg(torch.asin(cam[:, 1] / rng))
+        headlights = None
+        if self.light == "night":
+            from physattack.drive.night import Headlights
+
+            headlights = Headlights()
         return DriveFrames(t, s, azimuth, elevation, cam, boxes, self._params(dashcam, s, rng, azimuth, elevation,
-                                                                              face_size_m[0]), self.street_scene())
+                                                                              face_size_m[0]), self.street_scene(),
+                           headlights)
 
     def _params(self, dashcam: Dashcam, s: Tensor, rng: Tensor, azimuth: Tensor, elevation: Tensor,
                 width_m: float) -> SceneParams:
         n = len(s)
         full = lambda v: torch.full((n,), float(v))  # noqa: E731
         fx = CAMERA_EFFECT_PRESETS[self.effects]
-        light = {k: full(v) for k, v in LIGHTING_PRESETS[self.light].items()}
+        light = {k: full(v) for k, v in DRIVE_LIGHTS[self.light].items()}
         g = torch.Generator().manual_seed(self.seed)
         progress = 1 - s / self.start_m
         share = dashcam.focal_px * width_m / rng / dashcam.width_px
@@ -335,6 +354,25 @@ class DriveRenderer:
         return F.grid_sample(imgs, grid.to(imgs.device), mode="bilinear", padding_mode="reflection",
                              align_corners=False)
 
+    def _headlit(self, scene: Scene, texture: Tensor, cam: Cameras, alpha: Tensor, headlights, camera_m: Tensor) -> Tensor:
+        """1×3×h×w: what the car's ``headlights`` add to a sign window (premultiplied): sheeting retroreflects,
+        print and the post are matte (``physattack.drive.night``)."""
+        from physattack.drive.night import sheeting_texture
+        from physattack.eot.params import color_temperature_rgb
+        from physattack.render.shade import Lights
+
+        dev = texture.device
+        flat = Lights(ambient=torch.ones(1, device=dev), diffuse=torch.zeros(1, device=dev),
+                      direction=torch.tensor([[0.0, 0.0, 1.0]], device=dev), color=torch.ones(1, 3, device=dev))
+        albedo = self.renderer.render(scene, texture, cam, flat).images
+        sheet = (self.renderer.render(scene, sheeting_texture(scene, texture), cam, flat).images
+                 - self.renderer.render(scene, torch.zeros_like(texture), cam, flat).images)[:, :1]
+        share = (sheet / alpha.clamp(min=1e-6)).clamp(0, 1)              # of a pixel's cover, sheeting
+        retro, matte = (g.to(dev) for g in headlights.gains(camera_m.cpu()))
+        tint = color_temperature_rgb(torch.tensor([headlights.color_temp_k])).to(dev)[:, :, None, None]
+        return headlights.exposure * albedo * tint * (share * retro[:, None, None, None]
+                                                      + (1 - share) * matte[:, None, None, None])
+
     def render(self, scene: Scene, texture: Tensor, frames: DriveFrames, region: Region | None = None,
                effects: bool = True, batch: int = 16) -> DriveImages:
         """Render ``frames`` (all of the frame, or its ``region``) with ``texture`` on the scene; the images
@@ -357,6 +395,8 @@ class DriveRenderer:
                 out = street_backdrop(frames.street, self.dashcam.cameras(frames.camera_m[start:rows.stop]), region, params.lights()).to(texture.device)
             else:
                 out = self.background(params, region).to(texture.device)
+                if frames.headlights is not None:
+                    out = out * NIGHT_BACKDROP               # a bank image is a daylight photograph
             for j, i in enumerate(rows):
                 if not bool(ahead[i]):
                     continue
@@ -368,6 +408,9 @@ class DriveRenderer:
                     continue
                 cam = self.dashcam.cameras(frames.camera_m[i:i + 1].to(texture.device), win)
                 views = self.renderer.render(scene, texture, cam, frames.params[i].to(texture.device).lights())
+                if frames.headlights is not None:
+                    views = replace(views, images=views.images + self._headlit(scene, texture, cam, views.alpha,
+                                                                               frames.headlights, frames.camera_m[i:i + 1]))
                 if float(views.boxes[0, 2]) > 0:
                     boxes[i] = views.boxes[0].cpu() + torch.tensor([win[0], win[1], win[0], win[1]]).float()
                 # paste the part of the window inside the region, composited over the region's background
@@ -418,7 +461,7 @@ class DriveSet:
                              f"procedural street around it); got {self.world!r}.")
         check_range(key + "street_seed", self.street_seed, 0, integer=True, why="the first held-out street's seed")
         check_values(key + "speeds_kmh", self.speeds_kmh, 0.0, lo_open=True, why="the cars' speeds in km/h")
-        _check_presets(key + "lighting", self.lighting, LIGHTING_PRESETS)
+        _check_presets(key + "lighting", self.lighting, DRIVE_LIGHTS)
         check_values(key + "lane_offsets_m", self.lane_offsets_m, 0.0, why="metres from the camera's path to the sign")
         _check_presets(key + "effects", self.effects, CAMERA_EFFECT_PRESETS)
         check_range(key + "backgrounds_per_drive", self.backgrounds_per_drive, 1, integer=True,

@@ -1,0 +1,92 @@
+"""Night drives in the car's own headlights: the sign face is retroreflective sheeting, a printed sticker is not.
+
+A stop sign's face is retroreflective sheeting (ASTM D4956): glass beads or prisms send the headlights' light
+back towards its source, so the driver — a little above the lamps — sees the face hundreds of times brighter
+than a matte surface of the same colour. A printed vinyl sticker is matte. At night the sticker turns dark on a
+glowing sign; in daylight, lit by the sun and sky, the two look alike.
+
+**The model** (per frame, at the face's centre; the face is small against its distance):
+
+- Two headlamps, ``below_m`` under the lens and ``half_spacing_m`` to either side, each of luminous intensity
+  ``intensity_cd`` towards the sign (a low beam puts 5-10 kcd a few degrees right of and above its axis, where
+  a roadside sign is), light the face with illuminance ``E = I cos(β) / d²`` (``β``: the entrance angle
+  between the face's normal and the lamp, ``d``: the lamp's distance).
+- Sheeting returns luminance ``L = R_A(α, β) · E · albedo`` towards the camera, ``α`` the observation angle
+  between the lamp and the camera seen from the sign. ``R_A`` (cd·lx⁻¹·m⁻²) follows the minimum coefficients
+  of ASTM D4956 for white sheeting — Type I (engineering grade) 70 at α = 0.2°, β = −4°, 30 at α = 0.5°;
+  Type III (high intensity) 250 and 95 — as ``R_A(0.2°) · (α / 0.2°)^-0.92`` (the fall from 0.2° to 0.5°), and
+  ``cos(β)^2.4`` (70 → 50 at β = 30°); a coloured face returns its albedo's share, as red sheeting's
+  coefficient is about a fifth of white's. Below 0.2° it stays at its 0.2° value.
+- Print (stickers, paint) and the post are Lambertian: ``L = E · albedo / π``.
+- The camera's night exposure is fixed (``exposure``, pixel value per cd/m²: a white matte surface 20 m ahead in
+  the beam reads about 0.24, the dark street stays dark); what exceeds 1 clips, as a dashcam's does on a sign at night.
+
+Which texels are sheeting: the face's (``scene.face_mask``) where the texture is the clean sign's; a texel the
+attack changed is print. The same rule holds for a clean texture (all sheeting) and any attacked one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from physattack.errors import check_range
+
+#: white sheeting's coefficient of retroreflection at α = 0.2°, β = -4° (ASTM D4956 minimum), cd·lx⁻¹·m⁻²
+SHEETING_RA = {"type_i": 70.0, "type_iii": 250.0}
+ALPHA_EXPONENT = 0.92        # R_A ∝ α^-0.92 between 0.2° and 0.5° (70 -> 30, 250 -> 95)
+BETA_EXPONENT = 2.4          # R_A ∝ cos(β)^2.4 (70 -> 50 at 30°)
+
+
+@dataclass(frozen=True)
+class Headlights:
+    """The car's headlamps and its camera's night exposure (see the module)."""
+
+    intensity_cd: float = 7500.0
+    below_m: float = 0.65
+    half_spacing_m: float = 0.7
+    sheeting: str = "type_i"
+    exposure: float = 0.02
+    color_temp_k: float = 4500.0
+
+    def __post_init__(self) -> None:
+        key = "drive.headlights."
+        check_range(key + "intensity_cd", self.intensity_cd, 0.0, why="each lamp's luminous intensity, candela")
+        check_range(key + "below_m", self.below_m, 0.0, why="metres below the lens")
+        check_range(key + "half_spacing_m", self.half_spacing_m, 0.0, why="metres from the lens to each lamp")
+        check_range(key + "exposure", self.exposure, 0.0, lo_open=True, why="pixel value per cd/m²")
+        if self.sheeting not in SHEETING_RA:
+            from physattack.errors import InputError
+            raise InputError(f"drive.headlights.sheeting must be one of {sorted(SHEETING_RA)}; got {self.sheeting!r}.")
+
+    def lamps(self, camera_m: Tensor) -> Tensor:
+        """T×2×3: the two lamps of cameras at ``camera_m`` (T×3, the sign's coordinates; the car faces -z)."""
+        offsets = camera_m.new_tensor([[-self.half_spacing_m, -self.below_m, 0.0],
+                                       [self.half_spacing_m, -self.below_m, 0.0]])
+        return camera_m[:, None, :] + offsets
+
+    def gains(self, camera_m: Tensor) -> tuple[Tensor, Tensor]:
+        """(retro, matte): T luminance per unit albedo (cd/m²) of sheeting and of a matte print at the face's
+        centre, seen from cameras at ``camera_m`` (T×3), summed over both lamps."""
+        lamps = self.lamps(camera_m.double())
+        d = lamps.norm(dim=-1)                                        # the sign is at the origin
+        cos_beta = (lamps[..., 2] / d).clamp(min=0.0)                 # the face's normal is +z
+        illuminance = self.intensity_cd * cos_beta / d ** 2
+        cam = camera_m.double()[:, None, :].expand_as(lamps)
+        cos_alpha = (lamps * cam).sum(-1) / (d * cam.norm(dim=-1))
+        alpha_deg = torch.rad2deg(torch.acos(cos_alpha.clamp(-1.0, 1.0))).clamp(min=0.2)
+        ra = SHEETING_RA[self.sheeting] * (alpha_deg / 0.2) ** -ALPHA_EXPONENT * cos_beta ** BETA_EXPONENT
+        return (ra * illuminance).sum(1).float(), (illuminance / math.pi).sum(1).float()
+
+
+def sheeting_texture(scene, texture: Tensor) -> Tensor:
+    """3×H×W: 1 on the texels of the face that are the clean sign's (sheeting), 0 elsewhere (print, outside)."""
+    clean = scene.texture.to(texture.device)
+    same = ((texture.detach() - clean).abs().amax(0) <= 0.5 / 255).float()
+    return (same * scene.face_mask[0].to(texture.device).float()).expand(3, -1, -1)
+
+
+__all__ = ["Headlights", "SHEETING_RA", "sheeting_texture"]
