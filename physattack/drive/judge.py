@@ -230,9 +230,14 @@ def drive_metrics(outcomes: list[DriveOutcome]) -> dict:
 
     speeds = sorted({o.drive.speed_kmh for o in outcomes})
     lights = list(dict.fromkeys(o.drive.light for o in outcomes))
-    return {**block(outcomes),
-            "by_speed": {f"{s:g}": block([o for o in outcomes if o.drive.speed_kmh == s]) for s in speeds},
-            "by_lighting": {li: block([o for o in outcomes if o.drive.light == li]) for li in lights}}
+    out = {**block(outcomes),
+           "by_speed": {f"{s:g}": block([o for o in outcomes if o.drive.speed_kmh == s]) for s in speeds},
+           "by_lighting": {li: block([o for o in outcomes if o.drive.light == li]) for li in lights}}
+    weathers = list(dict.fromkeys(getattr(o.drive, "weather", "clear") for o in outcomes))
+    if weathers != ["clear"]:
+        out["by_weather"] = {w: block([o for o in outcomes if getattr(o.drive, "weather", "clear") == w])
+                             for w in weathers}
+    return out
 
 
 def panel_metrics(outcomes: list[DriveOutcome], panel: dict[str, PanelVictim], skipped: dict[str, str] | None = None

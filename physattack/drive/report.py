@@ -55,6 +55,8 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
         lines.append(row(f"{s} km/h (braking {settings.braking_m(float(s)):.1f} m)", m))
     for li, m in metrics["by_lighting"].items():
         lines.append(row(li, m))
+    for weather, m in metrics.get("by_weather", {}).items():
+        lines.append(row(f"weather: {weather}", m))
     lines += ["", "## Every drive", "",
               "| # | speed km/h | light | effects | lane offset m | background | braking m | clean: recognised at m | "
               "attacked: recognised at m |", "|---|---|---|---|---|---|---|---|---|"]

@@ -247,6 +247,15 @@ def _shade(normal, lights: dict) -> np.ndarray:
     return lit * lights["color"]
 
 
+def _retro(headlights, camera_from_face: np.ndarray) -> np.ndarray:
+    """RGB gain of sheeting at a face seen from ``camera_from_face`` (metres) in the car's headlights."""
+    from physattack.eot.params import color_temperature_rgb
+
+    retro, _ = headlights.gains(torch.tensor(camera_from_face[None], dtype=torch.float32))
+    tint = color_temperature_rgb(torch.tensor([headlights.color_temp_k]))[0].numpy()
+    return headlights.exposure * float(retro[0]) * tint
+
+
 def _clip_near(cam: np.ndarray, near: float) -> np.ndarray:
     """Sutherland-Hodgman: the part of a polygon (N×3, camera coordinates) with z >= ``near``."""
     out = []
@@ -262,10 +271,15 @@ def _clip_near(cam: np.ndarray, near: float) -> np.ndarray:
 
 
 def render_street(street: Street, R: np.ndarray, T: np.ndarray, focal_px: float, principal_px: tuple[float, float],
-                  region: Region, lights: dict) -> np.ndarray:
+                  region: Region, lights: dict, weather=None, headlights=None) -> np.ndarray:
     """The street as one frame's camera (world-to-camera ``R``, ``T``; a pinhole of ``focal_px`` with its principal
     point at ``principal_px`` in full-frame pixels) sees it through ``region`` (x0, y0, x1, y1), under ``lights``
-    (a lighting preset's fields and its ``color``, RGB). Returns h×w×3 float32 in [0, 1]."""
+    (a lighting preset's fields and its ``color``, RGB), through ``weather``'s fog if it has one
+    (``physattack.drive.weather``: each pixel by its depth). At night, in the car's ``headlights``
+    (``physattack.drive.night``), the other signs' faces retroreflect as the stop sign's does. Returns h×w×3 float32
+    in [0, 1]."""
+    from physattack.drive.weather import airlight, transmission
+
     x0, y0, x1, y1 = region
     h, w = y1 - y0, x1 - x0
     cx, cy = principal_px[0] - x0, principal_px[1] - y0
@@ -275,11 +289,16 @@ def render_street(street: Street, R: np.ndarray, T: np.ndarray, focal_px: float,
     rows = np.arange(h, dtype=np.float32)[:, None] + 0.5
     above = np.clip((horizon - rows) / (0.6 * focal_px), 0, 1)           # by the angle above the horizon
     sky = np.array([0.62, 0.74, 0.90], np.float32) * sky_lit * lights["color"]
-    haze = np.array([0.78, 0.80, 0.82], np.float32) * sky_lit * lights["color"]
+    haze = airlight(lights["ambient"], lights["diffuse"], lights["color"])
     ground = np.array([0.33, 0.38, 0.28], np.float32) * sky_lit * lights["color"]
     t = np.sqrt(above)[..., None]
     image = np.where((rows < horizon)[..., None], haze * (1 - t) + sky * t, ground[None, None, :] * np.ones((h, 1, 1)))
     image = np.ascontiguousarray(np.broadcast_to(image, (h, w, 3)), dtype=np.float32)
+    foggy = weather is not None and weather.visibility_m is not None
+    if foggy:                    # depth: the ground plane's below the horizon (a level camera), the sky's infinite
+        lens_height = float((-R.T @ T)[1]) - street.ground_y
+        depth = np.where(rows > horizon + 1e-3, lens_height * focal_px / np.maximum(rows - horizon, 1e-3), np.inf)
+        depth = np.ascontiguousarray(np.broadcast_to(depth, (h, w)), dtype=np.float32)
     near = 0.3
     polys, faces = street.polygons()
     items = []
@@ -293,7 +312,8 @@ def render_street(street: Street, R: np.ndarray, T: np.ndarray, focal_px: float,
         uv = np.stack([focal_px * cam[:, 0] / cam[:, 2] + cx, focal_px * cam[:, 1] / cam[:, 2] + cy], 1)
         if uv[:, 0].max() < 0 or uv[:, 0].min() > w or uv[:, 1].max() < 0 or uv[:, 1].min() > h:
             continue
-        items.append((float(cam[:, 2].max()), 0, uv, np.clip(np.asarray(p.colour) * _shade(p.normal, lights), 0, 1)))
+        items.append((float(cam[:, 2].max()), 0, uv, (np.clip(np.asarray(p.colour) * _shade(p.normal, lights), 0, 1),
+                                                      None if p.normal[1] else float(cam[:, 2].mean()))))
     for f in faces:
         rgba, size_m = _sign_face(f.name)
         x, _, z = f.corners[0]
@@ -305,13 +325,24 @@ def render_street(street: Street, R: np.ndarray, T: np.ndarray, focal_px: float,
         uv = np.stack([focal_px * cam[:, 0] / cam[:, 2] + cx, focal_px * cam[:, 1] / cam[:, 2] + cy], 1)
         if uv[:, 0].max() < 0 or uv[:, 0].min() > w or uv[:, 1].max() < 0 or uv[:, 1].min() > h:
             continue
-        items.append((float(cam[:, 2].max()) - 0.01, 1, uv, (rgba, _shade((0, 0, 1), lights))))
-    for _, kind, uv, paint in sorted(items, key=lambda it: -it[0]):
+        light = _shade((0, 0, 1), lights)
+        if headlights is not None:
+            light = light + _retro(headlights, -R.T @ T - np.array([x, 0.0, z]))
+        items.append((float(cam[:, 2].max()) - 0.01, 1, uv, (rgba, light)))
+    for far, kind, uv, paint in sorted(items, key=lambda it: -it[0]):
         if kind == 0:
             pts = np.round((uv - 0.5) * 16).astype(np.int32)            # pixel i's centre at i + 0.5; 1/16 px
-            cv2.fillPoly(image, [pts], tuple(float(c) for c in paint), lineType=cv2.LINE_AA, shift=4)
+            cv2.fillPoly(image, [pts], tuple(float(c) for c in paint[0]), lineType=cv2.LINE_AA, shift=4)
+            if foggy and paint[1] is not None:                          # a standing surface: its own depth
+                cv2.fillPoly(depth, [pts], paint[1], lineType=cv2.LINE_8, shift=4)
         else:
-            _paste_face(image, paint[0], paint[1], uv)
+            cover = _paste_face(image, paint[0], paint[1], uv)
+            if foggy and cover is not None:
+                win, alpha = cover
+                depth[win[1]:win[3], win[0]:win[2]][alpha > 0.5] = far
+    if foggy:
+        t = transmission(depth, weather)[..., None]
+        image = image * t + haze * (1 - t)
     return np.clip(image, 0, 1)
 
 
@@ -322,16 +353,17 @@ def _paste_face(image: np.ndarray, rgba: np.ndarray, light: np.ndarray, corners:
     win = (max(0, math.floor(corners[:, 0].min()) - 1), max(0, math.floor(corners[:, 1].min()) - 1),
            min(w, math.ceil(corners[:, 0].max()) + 1), min(h, math.ceil(corners[:, 1].max()) + 1))
     if win[2] <= win[0] or win[3] <= win[1]:
-        return
+        return None
     warped = warp_texture(rgba, corners, win)
     alpha = warped[..., 3:4]
     dst = image[win[1]:win[3], win[0]:win[2]]
     dst[:] = np.clip(warped[..., :3] * light, 0, 1) * alpha + dst * (1 - alpha)
+    return win, alpha[..., 0]
 
 
-def street_backdrop(street: Street, cameras, region: Region, lights) -> Tensor:
+def street_backdrop(street: Street, cameras, region: Region, lights, weather=None, headlights=None) -> Tensor:
     """B×3×h×w: ``street`` behind B frames seen by ``cameras`` (``physattack.render.camera.Cameras`` of the full
-    frame), lit by ``lights`` (``physattack.render.shade.Lights``)."""
+    frame), lit by ``lights`` (``physattack.render.shade.Lights``), through ``weather``'s fog."""
     out = []
     for i in range(len(cameras)):
         light = {"ambient": float(lights.ambient[i]), "diffuse": float(lights.diffuse[i]),
@@ -341,7 +373,7 @@ def street_backdrop(street: Street, cameras, region: Region, lights) -> Tensor:
         light["light_azimuth_deg"] = math.degrees(math.atan2(float(d[0]), float(d[2])))
         image = render_street(street, cameras.R[i].double().cpu().numpy(), cameras.T[i].double().cpu().numpy(),
                               float(cameras.focal_px[i]), tuple(float(v) for v in cameras.principal_px[i]), region,
-                              light)
+                              light, weather, headlights)
         out.append(torch.from_numpy(image).permute(2, 0, 1))
     return torch.stack(out)
 

@@ -47,6 +47,7 @@ from physattack.scene.scene import Scene
 Range = tuple[float, float]
 Region = tuple[int, int, int, int]
 NIGHT_BACKDROP = 0.05      # a background image's share of its daylight brightness at night (streets are lit instead)
+BACKDROP_DEPTH_M = 200.0   # a background image's depth for fog (physattack.drive.weather)
 
 #: the light of a drive: the held-out grid's presets (``LIGHTING_PRESETS``), and two that only drives have (the EOT
 #: samplers never draw them): dusk, and night in the car's own headlights (``physattack.drive.night``)
@@ -154,6 +155,7 @@ class DriveFrames:
             the sign (distance, azimuth, elevation) for reference.
         street: the street behind the sign (``physattack.drive.street.Street``), or None: the background bank.
         headlights: the car's headlamps at night (``physattack.drive.night.Headlights``), or None.
+        weather: fog and rain (``physattack.drive.weather.Weather``), or None: clear air.
     """
 
     time_s: Tensor
@@ -165,6 +167,7 @@ class DriveFrames:
     params: SceneParams
     street: object = None
     headlights: object = None
+    weather: object = None
 
     def __len__(self) -> int:
         return self.time_s.shape[0]
@@ -174,7 +177,7 @@ class DriveFrames:
             index = slice(index, index + 1)
         return DriveFrames(self.time_s[index], self.distance_m[index], self.azimuth_deg[index],
                            self.elevation_deg[index], self.camera_m[index], self.face_boxes[index], self.params[index],
-                           self.street, self.headlights)
+                           self.street, self.headlights, self.weather)
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,7 @@ class Drive:
         background_zoom: how much the background has grown by the last frame (approach parallax).
         street: the seed of the street around the sign (``physattack.drive.street``); None: the frame's
             background is a bank image (``background``).
+        weather: a weather preset (``physattack.drive.weather.WEATHER``: clear, fog, haze, rain).
     """
 
     speed_kmh: float = 50.0
@@ -210,9 +214,13 @@ class Drive:
     noise_std: float = 0.01
     background_zoom: float = 0.25
     street: int | None = None
+    weather: str = "clear"
 
     def __post_init__(self) -> None:
         key = "drive."
+        from physattack.drive.weather import WEATHER
+
+        _check_presets(key + "weather", [self.weather], WEATHER)
         check_range(key + "speed_kmh", self.speed_kmh, 0.0, lo_open=True, why="the car's speed in km/h")
         check_range(key + "lane_offset_m", self.lane_offset_m, 0.0, why="metres from the camera's path to the sign")
         check_range(key + "start_m", self.start_m, 0.0, lo_open=True, why="the sign's distance at the first frame, m")
@@ -235,6 +243,8 @@ class Drive:
                "effects": self.effects, "background": self.background, "start_m": self.start_m, "fps": self.fps}
         if self.street is not None:
             out["street"] = self.street
+        if self.weather != "clear":
+            out["weather"] = self.weather
         return out
 
     def street_scene(self):
@@ -274,9 +284,12 @@ class Drive:
             from physattack.drive.night import Headlights
 
             headlights = Headlights()
+        from physattack.drive.weather import WEATHER
+
+        weather = WEATHER[self.weather] if self.weather != "clear" else None
         return DriveFrames(t, s, azimuth, elevation, cam, boxes, self._params(dashcam, s, rng, azimuth, elevation,
                                                                               face_size_m[0]), self.street_scene(),
-                           headlights)
+                           headlights, weather)
 
     def _params(self, dashcam: Dashcam, s: Tensor, rng: Tensor, azimuth: Tensor, elevation: Tensor,
                 width_m: float) -> SceneParams:
@@ -373,6 +386,15 @@ class DriveRenderer:
         return headlights.exposure * albedo * tint * (share * retro[:, None, None, None]
                                                       + (1 - share) * matte[:, None, None, None])
 
+    @staticmethod
+    def _fogged(layer: Tensor, alpha: Tensor, depth_m: float, weather, params: SceneParams) -> Tensor:
+        """A premultiplied layer seen through ``weather``'s fog at ``depth_m``, in the airlight of ``params``' light."""
+        from physattack.drive.weather import airlight, fog_layer
+
+        air = [airlight(float(params.ambient[0]), float(params.diffuse[0]),
+                        params.lights().color[0].cpu().numpy())]
+        return fog_layer(layer, alpha, depth_m, weather, torch.tensor(air[0], device=layer.device))
+
     def render(self, scene: Scene, texture: Tensor, frames: DriveFrames, region: Region | None = None,
                effects: bool = True, batch: int = 16) -> DriveImages:
         """Render ``frames`` (all of the frame, or its ``region``) with ``texture`` on the scene; the images
@@ -392,11 +414,14 @@ class DriveRenderer:
             if frames.street is not None:
                 from physattack.drive.street import street_backdrop
 
-                out = street_backdrop(frames.street, self.dashcam.cameras(frames.camera_m[start:rows.stop]), region, params.lights()).to(texture.device)
+                out = street_backdrop(frames.street, self.dashcam.cameras(frames.camera_m[start:rows.stop]), region,
+                                      params.lights(), frames.weather, frames.headlights).to(texture.device)
             else:
                 out = self.background(params, region).to(texture.device)
                 if frames.headlights is not None:
                     out = out * NIGHT_BACKDROP               # a bank image is a daylight photograph
+                if frames.weather is not None and frames.weather.visibility_m is not None:
+                    out = self._fogged(out, torch.ones_like(out[:, :1]), BACKDROP_DEPTH_M, frames.weather, params)
             for j, i in enumerate(rows):
                 if not bool(ahead[i]):
                     continue
@@ -411,6 +436,9 @@ class DriveRenderer:
                 if frames.headlights is not None:
                     views = replace(views, images=views.images + self._headlit(scene, texture, cam, views.alpha,
                                                                                frames.headlights, frames.camera_m[i:i + 1]))
+                if frames.weather is not None and frames.weather.visibility_m is not None:
+                    views = replace(views, images=self._fogged(views.images, views.alpha, float(frames.params.distance_m[i]),
+                                                               frames.weather, frames.params[i]))
                 if float(views.boxes[0, 2]) > 0:
                     boxes[i] = views.boxes[0].cpu() + torch.tensor([win[0], win[1], win[0], win[1]]).float()
                 # paste the part of the window inside the region, composited over the region's background
@@ -422,6 +450,10 @@ class DriveRenderer:
                 a = views.alpha[0, :, sub[0], sub[1]]
                 bg = out[j, :, dst[0], dst[1]]
                 out[j, :, dst[0], dst[1]] = views.images[0, :, sub[0], sub[1]] + bg * (1 - a)   # premultiplied
+            if frames.weather is not None:
+                from physattack.drive.weather import add_rain
+
+                out = add_rain(out, frames.weather, params.noise_seed)
             if effects:
                 native = replace(params, sensor_px=torch.full((len(params),), float(x1 - x0)))   # no resampling
                 out = apply_camera_effects(out, native.to(out.device))
@@ -453,6 +485,7 @@ class DriveSet:
     seed: int = 3000
     world: str = "backdrop"
     street_seed: int = 50_000
+    weather: list[str] = field(default_factory=lambda: ["clear"])
 
     def __post_init__(self) -> None:
         key = "drive.drives."
@@ -460,6 +493,9 @@ class DriveSet:
             raise InputError(f"drive.drives.world must be backdrop (a background image behind the sign) or street (a "
                              f"procedural street around it); got {self.world!r}.")
         check_range(key + "street_seed", self.street_seed, 0, integer=True, why="the first held-out street's seed")
+        from physattack.drive.weather import WEATHER
+
+        _check_presets(key + "weather", self.weather, WEATHER)
         check_values(key + "speeds_kmh", self.speeds_kmh, 0.0, lo_open=True, why="the cars' speeds in km/h")
         _check_presets(key + "lighting", self.lighting, DRIVE_LIGHTS)
         check_values(key + "lane_offsets_m", self.lane_offsets_m, 0.0, why="metres from the camera's path to the sign")
@@ -474,24 +510,25 @@ class DriveSet:
 
     def drives(self) -> list[Drive]:
         out = []
-        for fx in self.effects:
-            for rep in range(self.backgrounds_per_drive):
-                for offset in self.lane_offsets_m:
-                    for light in self.lighting:
-                        for speed in self.speeds_kmh:
-                            i = len(out)
-                            out.append(Drive(
-                                speed_kmh=float(speed), lane_offset_m=float(offset), start_m=float(self.start_m),
-                                fps=float(self.fps), light=light, effects=fx, background=i % self.background_count,
-                                seed=self.seed + i, sign_height_m=self.sign_height_m,
-                                blur_sigma_px=self.blur_sigma_px, noise_std=self.noise_std,
-                                background_zoom=self.background_zoom,
-                                street=self.street_seed + i if self.world == "street" else None))
+        for weather in self.weather:
+            for fx in self.effects:
+                for rep in range(self.backgrounds_per_drive):
+                    for offset in self.lane_offsets_m:
+                        for light in self.lighting:
+                            for speed in self.speeds_kmh:
+                                i = len(out)
+                                out.append(Drive(
+                                    speed_kmh=float(speed), lane_offset_m=float(offset), start_m=float(self.start_m),
+                                    fps=float(self.fps), light=light, effects=fx, background=i % self.background_count,
+                                    seed=self.seed + i, sign_height_m=self.sign_height_m,
+                                    blur_sigma_px=self.blur_sigma_px, noise_std=self.noise_std,
+                                    background_zoom=self.background_zoom,
+                                    street=self.street_seed + i if self.world == "street" else None, weather=weather))
         return out
 
     def __len__(self) -> int:
         return (len(self.speeds_kmh) * len(self.lighting) * len(self.lane_offsets_m) * len(self.effects)
-                * self.backgrounds_per_drive)
+                * self.backgrounds_per_drive * len(self.weather))
 
 
 @torch.no_grad()

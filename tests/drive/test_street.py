@@ -77,3 +77,34 @@ def test_a_drive_set_on_streets_gives_every_drive_its_own_held_out_street():
     with pytest.raises(InputError, match="puts the sign on the road"):
         Street(0, lane_offset_m=1.0)
     assert np.isfinite(Street(1, 6.0).edge_x)
+
+
+def test_fog_takes_contrast_by_depth_and_rain_is_the_same_for_the_same_frame(stop_scene):
+    from physattack.drive.weather import WEATHER, fog_layer, transmission
+
+    fog = WEATHER["fog"]
+    assert float(transmission(fog.visibility_m, fog)) == pytest.approx(0.02, abs=1e-3)      # Koschmieder's 2 %
+    black = torch.zeros(1, 3, 2, 2)
+    air = torch.tensor([0.8, 0.8, 0.8])
+    seen = fog_layer(black, torch.ones(1, 1, 2, 2), fog.visibility_m, fog, air)
+    assert torch.allclose(seen, 0.98 * air.view(1, 3, 1, 1).expand_as(seen), atol=2e-3)
+    clear = frame(stop_scene, 7).images[0]
+    drive = Drive(speed_kmh=36.0, lane_offset_m=3.5, start_m=25.0, fps=2.0, noise_std=0.0, blur_sigma_px=0.0,
+                  street=7, weather="fog")
+    frames = drive.frames(CAM, tuple(stop_scene.texture_size_m))[:1]
+    foggy = DriveRenderer(Renderer(), BackgroundBank(2, seed=1000), CAM).render(stop_scene, stop_scene.texture, frames,
+                                                                                effects=False).images[0]
+    near, far = (slice(None), slice(330, 360), slice(250, 350)), (slice(None), slice(185, 190), slice(310, 330))
+    assert float((foggy[near] - clear[near]).abs().mean()) < float((foggy[far] - clear[far]).abs().mean())
+    x0, y0, x1, y1 = (int(v) for v in frames.face_boxes[0])
+    sign = (slice(None), slice(y0 + 3, y1 - 3), slice(x0 + 3, x1 - 3))
+    assert float(foggy[sign].std()) < float(clear[sign].std())                  # the sign's contrast falls too
+    rain = Drive(speed_kmh=36.0, lane_offset_m=3.5, start_m=25.0, fps=2.0, street=7, weather="rain")
+    frames = rain.frames(CAM, tuple(stop_scene.texture_size_m))[:1]
+    renderer = DriveRenderer(Renderer(), BackgroundBank(2, seed=1000), CAM)
+    a, b = (renderer.render(stop_scene, stop_scene.texture, frames).images for _ in range(2))
+    assert torch.equal(a, b)
+    drives = DriveSet(weather=["clear", "fog"]).drives()
+    assert len(drives) == 36 and [d.weather for d in drives[17:19]] == ["clear", "fog"]
+    with pytest.raises(InputError, match="drive.drives.weather has unknown preset"):
+        DriveSet(weather=["snow"])
