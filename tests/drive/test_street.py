@@ -108,3 +108,14 @@ def test_fog_takes_contrast_by_depth_and_rain_is_the_same_for_the_same_frame(sto
     assert len(drives) == 36 and [d.weather for d in drives[17:19]] == ["clear", "fog"]
     with pytest.raises(InputError, match="drive.drives.weather has unknown preset"):
         DriveSet(weather=["snow"])
+
+
+def test_the_eot_samplers_never_draw_a_street_night_or_weather():
+    """The held-out streets, night and weather are for judging only: every drive an EOT sampler draws is a
+    daylight drive over a background image in clear air."""
+    from physattack.drive.trajectories import DriveSampler, random_drives
+
+    drives = DriveSampler().drives(64, torch.Generator().manual_seed(0))
+    drives += random_drives(64, (20.0, 90.0), (2.0, 8.0), 24, torch.Generator().manual_seed(1))
+    assert all(d.street is None and d.weather == "clear" and d.light in ("noon", "overcast", "low_sun")
+               for d in drives)
