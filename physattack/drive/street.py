@@ -378,4 +378,53 @@ def street_backdrop(street: Street, cameras, region: Region, lights, weather=Non
     return torch.stack(out)
 
 
-__all__ = ["DISTRACTORS", "Polygon", "SignFace", "Street", "render_street", "street_backdrop"]
+#: streets of these seeds and above are the held-out drives' (``drive.drives.street_seed``); EOT draws below them
+HELD_OUT_STREETS = 50_000
+
+
+def street_backgrounds(count: int, seed: int = 0, size: int = 256) -> Tensor:
+    """``count`` views of training streets around where the sign stands, without it, as count×3×size×size images
+    for a background bank: street ``seed + i`` (all below ``HELD_OUT_STREETS``), a random lane offset (2.5-8 m),
+    distance (10-80 m) and grid light, seen from the dashcam's place over a square ``4-10`` sign widths wide around
+    the sign's centre."""
+    from physattack.eot.grid import LIGHTING_PRESETS
+    from physattack.eot.params import color_temperature_rgb
+
+    check_range("eot.backgrounds.streets", count, 0, integer=True, why="street views in the training bank")
+    if count and seed + count > HELD_OUT_STREETS:
+        from physattack.errors import InputError
+        raise InputError(f"eot.backgrounds.street_seed + streets must stay below {HELD_OUT_STREETS} (the held-out "
+                         f"drives' streets start there); got {seed} + {count}.")
+    rng = np.random.default_rng(seed)
+    names = list(LIGHTING_PRESETS)
+    out = []
+    for i in range(count):
+        offset, distance = rng.uniform(2.5, 8.0), rng.uniform(10.0, 80.0)
+        street = Street(seed + i, offset)
+        camera = np.array([-offset, 1.4 - street.sign_height_m, distance])
+        R = np.array([[1.0, 0, 0], [0, -1.0, 0], [0, 0, -1.0]])           # right, down, forward (-z)
+        T = -R @ camera
+        preset = LIGHTING_PRESETS[names[rng.integers(len(names))]]
+        light = {**preset, "color": color_temperature_rgb(torch.tensor([preset["color_temp_k"]]))[0].numpy()}
+        widths = rng.uniform(4.0, 10.0)
+        focal = size / widths * distance / 0.75                          # the square spans ``widths`` sign widths
+        cam_centre = R @ (-camera)                                       # the sign's centre in camera coordinates
+        principal = (size / 2 - focal * cam_centre[0] / cam_centre[2], size / 2 - focal * cam_centre[1] / cam_centre[2])
+        image = render_street(street, R, T, focal, principal, (0, 0, size, size), light)
+        out.append(torch.from_numpy(image).permute(2, 0, 1))
+    return torch.stack(out) if out else torch.zeros(0, 3, size, size)
+
+
+def bank_with_streets(count: int = 48, seed: int = 0, folder=None, streets: int = 0, street_seed: int = 0):
+    """A ``physattack.eot.BackgroundBank`` (``count`` procedural backgrounds of ``seed``, the photos of ``folder``)
+    with ``streets`` views of training streets added (``street_backgrounds``). ``streets=0`` is the bank alone."""
+    from physattack.eot.backgrounds import BackgroundBank
+
+    bank = BackgroundBank(count, seed, folder)
+    if streets:
+        bank.images = torch.cat([bank.images, street_backgrounds(streets, street_seed, bank.images.shape[-1])])
+    return bank
+
+
+__all__ = ["DISTRACTORS", "HELD_OUT_STREETS", "Polygon", "SignFace", "Street", "bank_with_streets", "render_street",
+           "street_backdrop", "street_backgrounds"]

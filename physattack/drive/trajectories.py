@@ -492,7 +492,8 @@ class DriveSet:
         if self.world not in ("backdrop", "street"):
             raise InputError(f"drive.drives.world must be backdrop (a background image behind the sign) or street (a "
                              f"procedural street around it); got {self.world!r}.")
-        check_range(key + "street_seed", self.street_seed, 0, integer=True, why="the first held-out street's seed")
+        check_range(key + "street_seed", self.street_seed, 50_000, integer=True,
+                    why="the first held-out street's seed; the training bank's streets are below 50000")
         from physattack.drive.weather import WEATHER
 
         _check_presets(key + "weather", self.weather, WEATHER)

@@ -119,3 +119,17 @@ def test_the_eot_samplers_never_draw_a_street_night_or_weather():
     drives += random_drives(64, (20.0, 90.0), (2.0, 8.0), 24, torch.Generator().manual_seed(1))
     assert all(d.street is None and d.weather == "clear" and d.light in ("noon", "overcast", "low_sun")
                for d in drives)
+
+
+def test_a_training_bank_can_hold_training_streets_below_the_held_out_ones():
+    from physattack.drive.street import HELD_OUT_STREETS, bank_with_streets
+    from physattack.eot.backgrounds import BackgroundBank
+
+    plain = BackgroundBank(2, seed=0)
+    assert torch.equal(bank_with_streets(2, seed=0).images, plain.images)          # streets=0: the bank alone
+    bank = bank_with_streets(2, seed=0, streets=2, street_seed=10)
+    assert len(bank) == 4 and torch.equal(bank.images[:2], plain.images)
+    street = bank.images[2:]
+    assert street.shape == (2, 3, 256, 256) and float(street.std()) > 0.05
+    with pytest.raises(InputError, match="must stay below 50000"):
+        bank_with_streets(2, streets=2, street_seed=HELD_OUT_STREETS - 1)
