@@ -82,6 +82,27 @@ class Headlights:
         return (ra * illuminance).sum(1).float(), (illuminance / math.pi).sum(1).float()
 
 
+def headlit(renderer, scene, texture: Tensor, cam, alpha: Tensor, headlights: Headlights, camera_m: Tensor) -> Tensor:
+    """1×3×h×w: what the car's ``headlights`` add to a rendered sign window (premultiplied; ``cam``: its camera,
+    ``alpha``: its cover, ``camera_m``: 1×3 the camera's place): sheeting retroreflects, print and the post are
+    matte. Three flat renders (ambient 1, no sun): the albedo, and the sheeting's cover as the difference of the
+    sheeting mask's and an all-zero texture's (the post, untextured, cancels)."""
+    from physattack.eot.params import color_temperature_rgb
+    from physattack.render.shade import Lights
+
+    dev = texture.device
+    flat = Lights(ambient=torch.ones(1, device=dev), diffuse=torch.zeros(1, device=dev),
+                  direction=torch.tensor([[0.0, 0.0, 1.0]], device=dev), color=torch.ones(1, 3, device=dev))
+    albedo = renderer.render(scene, texture, cam, flat).images
+    sheet = (renderer.render(scene, sheeting_texture(scene, texture), cam, flat).images
+             - renderer.render(scene, torch.zeros_like(texture), cam, flat).images)[:, :1]
+    share = (sheet / alpha.clamp(min=1e-6)).clamp(0, 1)              # of a pixel's cover, sheeting
+    retro, matte = (g.to(dev) for g in headlights.gains(camera_m.cpu()))
+    tint = color_temperature_rgb(torch.tensor([headlights.color_temp_k])).to(dev)[:, :, None, None]
+    return headlights.exposure * albedo * tint * (share * retro[:, None, None, None]
+                                                  + (1 - share) * matte[:, None, None, None])
+
+
 def sheeting_texture(scene, texture: Tensor) -> Tensor:
     """3×H×W: 1 on the texels of the face that are the clean sign's (sheeting), 0 elsewhere (print, outside)."""
     clean = scene.texture.to(texture.device)
@@ -89,4 +110,4 @@ def sheeting_texture(scene, texture: Tensor) -> Tensor:
     return (same * scene.face_mask[0].to(texture.device).float()).expand(3, -1, -1)
 
 
-__all__ = ["Headlights", "SHEETING_RA", "sheeting_texture"]
+__all__ = ["Headlights", "SHEETING_RA", "headlit", "sheeting_texture"]

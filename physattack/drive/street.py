@@ -270,19 +270,30 @@ def _clip_near(cam: np.ndarray, near: float) -> np.ndarray:
     return np.asarray(out)
 
 
-def render_street(street: Street, R: np.ndarray, T: np.ndarray, focal_px: float, principal_px: tuple[float, float],
-                  region: Region, lights: dict, weather=None, headlights=None) -> np.ndarray:
-    """The street as one frame's camera (world-to-camera ``R``, ``T``; a pinhole of ``focal_px`` with its principal
-    point at ``principal_px`` in full-frame pixels) sees it through ``region`` (x0, y0, x1, y1), under ``lights``
+@dataclass(frozen=True)
+class Pinhole:
+    """One frame's camera: world-to-camera ``R`` (3×3) and ``T`` (3), a focal length and a principal point in
+    full-frame pixels."""
+
+    R: np.ndarray
+    T: np.ndarray
+    focal_px: float
+    principal_px: tuple[float, float]
+
+
+def render_street(street: Street, camera: Pinhole, region: Region, lights: dict, weather=None,
+                  headlights=None) -> np.ndarray:
+    """The street as one frame's ``camera`` sees it through ``region`` (x0, y0, x1, y1), under ``lights``
     (a lighting preset's fields and its ``color``, RGB), through ``weather``'s fog if it has one
     (``physattack.drive.weather``: each pixel by its depth). At night, in the car's ``headlights``
     (``physattack.drive.night``), the other signs' faces retroreflect as the stop sign's does. Returns h×w×3 float32
     in [0, 1]."""
     from physattack.drive.weather import airlight, transmission
 
+    R, T, focal_px = camera.R, camera.T, camera.focal_px
     x0, y0, x1, y1 = region
     h, w = y1 - y0, x1 - x0
-    cx, cy = principal_px[0] - x0, principal_px[1] - y0
+    cx, cy = camera.principal_px[0] - x0, camera.principal_px[1] - y0
     sky_lit = float(np.clip(lights["ambient"] + 0.5 * lights["diffuse"], 0.02, 1.3))
     forward = R[2]                                                   # the optical axis in world coordinates
     horizon = cy - focal_px * forward[1] / max(1e-6, math.hypot(forward[0], forward[2]))
@@ -371,9 +382,9 @@ def street_backdrop(street: Street, cameras, region: Region, lights, weather=Non
         d = lights.direction[i].cpu().numpy()
         light["light_elevation_deg"] = math.degrees(math.asin(float(np.clip(d[1], -1, 1))))
         light["light_azimuth_deg"] = math.degrees(math.atan2(float(d[0]), float(d[2])))
-        image = render_street(street, cameras.R[i].double().cpu().numpy(), cameras.T[i].double().cpu().numpy(),
-                              float(cameras.focal_px[i]), tuple(float(v) for v in cameras.principal_px[i]), region,
-                              light, weather, headlights)
+        pinhole = Pinhole(cameras.R[i].double().cpu().numpy(), cameras.T[i].double().cpu().numpy(),
+                          float(cameras.focal_px[i]), tuple(float(v) for v in cameras.principal_px[i]))
+        image = render_street(street, pinhole, region, light, weather, headlights)
         out.append(torch.from_numpy(image).permute(2, 0, 1))
     return torch.stack(out)
 
@@ -410,7 +421,7 @@ def street_backgrounds(count: int, seed: int = 0, size: int = 256) -> Tensor:
         focal = size / widths * distance / 0.75                          # the square spans ``widths`` sign widths
         cam_centre = R @ (-camera)                                       # the sign's centre in camera coordinates
         principal = (size / 2 - focal * cam_centre[0] / cam_centre[2], size / 2 - focal * cam_centre[1] / cam_centre[2])
-        image = render_street(street, R, T, focal, principal, (0, 0, size, size), light)
+        image = render_street(street, Pinhole(R, T, focal, principal), (0, 0, size, size), light)
         out.append(torch.from_numpy(image).permute(2, 0, 1))
     return torch.stack(out) if out else torch.zeros(0, 3, size, size)
 
@@ -426,5 +437,5 @@ def bank_with_streets(count: int = 48, seed: int = 0, folder=None, streets: int 
     return bank
 
 
-__all__ = ["DISTRACTORS", "HELD_OUT_STREETS", "Polygon", "SignFace", "Street", "bank_with_streets", "render_street",
+__all__ = ["DISTRACTORS", "HELD_OUT_STREETS", "Pinhole", "Polygon", "SignFace", "Street", "bank_with_streets", "render_street",
            "street_backdrop", "street_backgrounds"]

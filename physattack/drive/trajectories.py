@@ -34,6 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from physattack.drive.night import Headlights, headlit
+from physattack.drive.weather import BACKDROP_DEPTH_M, WEATHER, add_rain, fogged
 from physattack.eot.backgrounds import BackgroundBank
 from physattack.eot.effects import apply_camera_effects
 from physattack.eot.grid import CAMERA_EFFECT_PRESETS, LIGHTING_PRESETS, _check_presets
@@ -47,7 +49,6 @@ from physattack.scene.scene import Scene
 Range = tuple[float, float]
 Region = tuple[int, int, int, int]
 NIGHT_BACKDROP = 0.05      # a background image's share of its daylight brightness at night (streets are lit instead)
-BACKDROP_DEPTH_M = 200.0   # a background image's depth for fog (physattack.drive.weather)
 
 #: the light of a drive: the held-out grid's presets (``LIGHTING_PRESETS``), and two that only drives have (the EOT
 #: samplers never draw them): dusk, and night in the car's own headlights (``physattack.drive.night``)
@@ -218,8 +219,6 @@ class Drive:
 
     def __post_init__(self) -> None:
         key = "drive."
-        from physattack.drive.weather import WEATHER
-
         _check_presets(key + "weather", [self.weather], WEATHER)
         check_range(key + "speed_kmh", self.speed_kmh, 0.0, lo_open=True, why="the car's speed in km/h")
         check_range(key + "lane_offset_m", self.lane_offset_m, 0.0, why="metres from the camera's path to the sign")
@@ -279,13 +278,7 @@ class Drive:
         rng = cam.norm(dim=1)
         azimuth = torch.rad2deg(torch.atan2(cam[:, 0], cam[:, 2]))
         elevation = torch.rad2deg(torch.asin(cam[:, 1] / rng))
-        headlights = None
-        if self.light == "night":
-            from physattack.drive.night import Headlights
-
-            headlights = Headlights()
-        from physattack.drive.weather import WEATHER
-
+        headlights = Headlights() if self.light == "night" else None
         weather = WEATHER[self.weather] if self.weather != "clear" else None
         return DriveFrames(t, s, azimuth, elevation, cam, boxes, self._params(dashcam, s, rng, azimuth, elevation,
                                                                               face_size_m[0]), self.street_scene(),
@@ -367,34 +360,6 @@ class DriveRenderer:
         return F.grid_sample(imgs, grid.to(imgs.device), mode="bilinear", padding_mode="reflection",
                              align_corners=False)
 
-    def _headlit(self, scene: Scene, texture: Tensor, cam: Cameras, alpha: Tensor, headlights, camera_m: Tensor) -> Tensor:
-        """1×3×h×w: what the car's ``headlights`` add to a sign window (premultiplied): sheeting retroreflects,
-        print and the post are matte (``physattack.drive.night``)."""
-        from physattack.drive.night import sheeting_texture
-        from physattack.eot.params import color_temperature_rgb
-        from physattack.render.shade import Lights
-
-        dev = texture.device
-        flat = Lights(ambient=torch.ones(1, device=dev), diffuse=torch.zeros(1, device=dev),
-                      direction=torch.tensor([[0.0, 0.0, 1.0]], device=dev), color=torch.ones(1, 3, device=dev))
-        albedo = self.renderer.render(scene, texture, cam, flat).images
-        sheet = (self.renderer.render(scene, sheeting_texture(scene, texture), cam, flat).images
-                 - self.renderer.render(scene, torch.zeros_like(texture), cam, flat).images)[:, :1]
-        share = (sheet / alpha.clamp(min=1e-6)).clamp(0, 1)              # of a pixel's cover, sheeting
-        retro, matte = (g.to(dev) for g in headlights.gains(camera_m.cpu()))
-        tint = color_temperature_rgb(torch.tensor([headlights.color_temp_k])).to(dev)[:, :, None, None]
-        return headlights.exposure * albedo * tint * (share * retro[:, None, None, None]
-                                                      + (1 - share) * matte[:, None, None, None])
-
-    @staticmethod
-    def _fogged(layer: Tensor, alpha: Tensor, depth_m: float, weather, params: SceneParams) -> Tensor:
-        """A premultiplied layer seen through ``weather``'s fog at ``depth_m``, in the airlight of ``params``' light."""
-        from physattack.drive.weather import airlight, fog_layer
-
-        air = [airlight(float(params.ambient[0]), float(params.diffuse[0]),
-                        params.lights().color[0].cpu().numpy())]
-        return fog_layer(layer, alpha, depth_m, weather, torch.tensor(air[0], device=layer.device))
-
     def render(self, scene: Scene, texture: Tensor, frames: DriveFrames, region: Region | None = None,
                effects: bool = True, batch: int = 16) -> DriveImages:
         """Render ``frames`` (all of the frame, or its ``region``) with ``texture`` on the scene; the images
@@ -421,7 +386,7 @@ class DriveRenderer:
                 if frames.headlights is not None:
                     out = out * NIGHT_BACKDROP               # a bank image is a daylight photograph
                 if frames.weather is not None and frames.weather.visibility_m is not None:
-                    out = self._fogged(out, torch.ones_like(out[:, :1]), BACKDROP_DEPTH_M, frames.weather, params)
+                    out = fogged(out, torch.ones_like(out[:, :1]), BACKDROP_DEPTH_M, frames.weather, params)
             for j, i in enumerate(rows):
                 if not bool(ahead[i]):
                     continue
@@ -434,11 +399,11 @@ class DriveRenderer:
                 cam = self.dashcam.cameras(frames.camera_m[i:i + 1].to(texture.device), win)
                 views = self.renderer.render(scene, texture, cam, frames.params[i].to(texture.device).lights())
                 if frames.headlights is not None:
-                    views = replace(views, images=views.images + self._headlit(scene, texture, cam, views.alpha,
-                                                                               frames.headlights, frames.camera_m[i:i + 1]))
+                    views = replace(views, images=views.images + headlit(self.renderer, scene, texture, cam, views.alpha,
+                                                                         frames.headlights, frames.camera_m[i:i + 1]))
                 if frames.weather is not None and frames.weather.visibility_m is not None:
-                    views = replace(views, images=self._fogged(views.images, views.alpha, float(frames.params.distance_m[i]),
-                                                               frames.weather, frames.params[i]))
+                    views = replace(views, images=fogged(views.images, views.alpha, float(frames.params.distance_m[i]),
+                                                         frames.weather, frames.params[i]))
                 if float(views.boxes[0, 2]) > 0:
                     boxes[i] = views.boxes[0].cpu() + torch.tensor([win[0], win[1], win[0], win[1]]).float()
                 # paste the part of the window inside the region, composited over the region's background
@@ -451,8 +416,6 @@ class DriveRenderer:
                 bg = out[j, :, dst[0], dst[1]]
                 out[j, :, dst[0], dst[1]] = views.images[0, :, sub[0], sub[1]] + bg * (1 - a)   # premultiplied
             if frames.weather is not None:
-                from physattack.drive.weather import add_rain
-
                 out = add_rain(out, frames.weather, params.noise_seed)
             if effects:
                 native = replace(params, sensor_px=torch.full((len(params),), float(x1 - x0)))   # no resampling
@@ -494,8 +457,6 @@ class DriveSet:
                              f"procedural street around it); got {self.world!r}.")
         check_range(key + "street_seed", self.street_seed, 50_000, integer=True,
                     why="the first held-out street's seed; the training bank's streets are below 50000")
-        from physattack.drive.weather import WEATHER
-
         _check_presets(key + "weather", self.weather, WEATHER)
         check_values(key + "speeds_kmh", self.speeds_kmh, 0.0, lo_open=True, why="the cars' speeds in km/h")
         _check_presets(key + "lighting", self.lighting, DRIVE_LIGHTS)

@@ -65,6 +65,13 @@ def fog_layer(images: Tensor, alpha: Tensor, depth_m: float, weather: Weather, a
     return images * t + air.view(1, 3, 1, 1) * alpha * (1 - t)
 
 
+def fogged(layer: Tensor, alpha: Tensor, depth_m: float, weather: Weather, params) -> Tensor:
+    """A premultiplied layer seen through ``weather``'s fog at ``depth_m``, in the airlight of the light of
+    ``params`` (``SceneParams``, its first view's)."""
+    air = airlight(float(params.ambient[0]), float(params.diffuse[0]), params.lights().color[0].cpu().numpy())
+    return fog_layer(layer, alpha, depth_m, weather, torch.tensor(air, device=layer.device))
+
+
 def add_rain(images: Tensor, weather: Weather, seeds: Tensor) -> Tensor:
     """``images`` (B×3×h×w) with rain streaks, each image's from its seed; as many streaks per pixel as
     ``weather.drops`` over a full 1920×1080 frame."""
@@ -85,4 +92,4 @@ def add_rain(images: Tensor, weather: Weather, seeds: Tensor) -> Tensor:
     return torch.cat(out).to(images.dtype)
 
 
-__all__ = ["BACKDROP_DEPTH_M", "WEATHER", "Weather", "add_rain", "airlight", "fog_layer", "transmission"]
+__all__ = ["BACKDROP_DEPTH_M", "WEATHER", "Weather", "add_rain", "airlight", "fog_layer", "fogged", "transmission"]
