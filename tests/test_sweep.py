@@ -28,6 +28,8 @@ def test_two_job_multirun_through_submitit_local(tmp_path):
          "seed=0,1", "attack.steps=1", "attack.batch_size=2", "attack.mask_search_steps=1", "gallery_views=2",
          "eot.grid.azimuth_deg=[0]", "eot.grid.distance_m=[6]", "eot.grid.lighting=[noon]", "progress=false",
          "evaluation.enabled=false", "+drive=none",          # the launcher is under test, not the reports
+         "eot.sampler.drives=1", "eot.sampler.segments=1", "eot.sampler.views_per_step=2",   # nor the approach
+         "eot.sampler.fit.drives=1", "eot.sampler.fit.frames_per_drive=3",                   # windows at full size
          f"hydra.sweep.dir={tmp_path / 'sweep'}"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
