@@ -18,6 +18,7 @@ TINY = ["attack.steps=2", "attack.batch_size=4", "attack.checkpoint_every=1", "g
         "eot.sampler.drives=1", "eot.sampler.segments=1", "eot.sampler.views_per_step=2", "eot.sampler.fit.drives=1",
         "eot.sampler.fit.frames_per_drive=3",
         "evaluation.area.enabled=false",     # the area frontier: in the canonical command's test only
+        "printer.export.dpi=40",             # the print bundle at 40 dpi (300 costs ~10 s a run; export's own tests)
         # the two held-out victims trained on warped photographs cost every tiny run's protocol and drive panel:
         # kept only by the tests of their group (with_warp)
         "~evaluation.victims.warp_resnet10t", "~evaluation.victims.warp_mobilenetv3"]

@@ -19,7 +19,8 @@ TINY = ["attack.steps=2", "attack.batch_size=2", "attack.mask_search_steps=1", "
         "eot.grid.lighting=[noon]", "progress=false", "+drive=none",    # no drive report: the tiles would take minutes
         # the approach windows (eot=approach, the default) at their smallest: one window of one drive, two views
         "eot.sampler.drives=1", "eot.sampler.segments=1", "eot.sampler.views_per_step=2",
-        "evaluation.area.enabled=false"]     # the area frontier: tests/evaluate/test_area.py, test_heldout_detectors.py
+        "evaluation.area.enabled=false",     # the area frontier: tests/evaluate/test_area.py, test_heldout_detectors.py
+        "printer.export.dpi=40"]             # the print bundle at 40 dpi (300 costs ~10 s a run)
 TORCHVISION = ["fasterrcnn_mobilenet_v3_large_320_fpn", "fasterrcnn_resnet50_fpn", "retinanet_resnet50_fpn",
                "fcos_resnet50_fpn", "ssdlite320_mobilenet_v3_large"]
 YOLO = pytest.param("yolov8n", marks=pytest.mark.skipif(importlib.util.find_spec("ultralytics") is None,
