@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from physattack.errors import check_range
+from physattack.errors import InputError, check_range
 
 #: white sheeting's coefficient of retroreflection at α = 0.2°, β = -4° (ASTM D4956 minimum), cd·lx⁻¹·m⁻²
 SHEETING_RA = {"type_i": 70.0, "type_iii": 250.0}
@@ -59,7 +59,6 @@ class Headlights:
         check_range(key + "half_spacing_m", self.half_spacing_m, 0.0, why="metres from the lens to each lamp")
         check_range(key + "exposure", self.exposure, 0.0, lo_open=True, why="pixel value per cd/m²")
         if self.sheeting not in SHEETING_RA:
-            from physattack.errors import InputError
             raise InputError(f"drive.headlights.sheeting must be one of {sorted(SHEETING_RA)}; got {self.sheeting!r}.")
 
     def lamps(self, camera_m: Tensor) -> Tensor:

@@ -70,7 +70,8 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
             where = f" ({at:.1f})" if at is not None else " (never)"
             cells.append(("stops" if o.stops(name) else "**runs**") + where)
         d = o.drive
-        lines.append(f"| {o.index} | {d.speed_kmh:g} | {d.light} | {d.effects} | {d.lane_offset_m:g} | "
+        light = d.light if getattr(d, "weather", "clear") == "clear" else f"{d.light}, {d.weather}"
+        lines.append(f"| {o.index} | {d.speed_kmh:g} | {light} | {d.effects} | {d.lane_offset_m:g} | "
                      f"{d.background} | {o.braking_m:.1f} | {cells[0]} | {cells[1]} |")
     lines += ["", "Drives not drawn are judged until the frame past their braking point (their verdict is known "
               "there): a 'never' means never before the braking point.", ""]

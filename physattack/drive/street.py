@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from physattack.errors import check_range
+from physattack.errors import InputError, check_range
 
 Region = tuple[int, int, int, int]
 
@@ -60,10 +60,10 @@ class Polygon:
 
 @dataclass(frozen=True)
 class SignFace:
-    """Another sign's face: its four corners (4×3, top-left first, clockwise as seen from the front) and its
-    texture (RGB float, alpha)."""
+    """Another sign on its post: the centre of its face (3, metres; the face looks at the oncoming car) and its
+    design's name (``physattack.scene.signs.SIGNS``), whose drawn texture is its face."""
 
-    corners: np.ndarray
+    centre: np.ndarray
     name: str
 
 
@@ -94,7 +94,6 @@ class Street:
         check_range(key + "clear_m", self.clear_m, 2.0, why="metres kept free around the sign along the road")
         check_range(key + "distractors", self.distractors, 0, 40, integer=True, why="other signs along the street")
         if self.lane_offset_m < self.lane_width_m / 2 + 0.3:
-            from physattack.errors import InputError
             raise InputError(f"A lane offset of {self.lane_offset_m:g} m puts the sign on the road (the right lane's "
                              f"edge is {self.lane_width_m / 2:g} m from the car's path): use drive.drives.lane_offsets_m "
                              f">= {self.lane_width_m / 2 + 0.3:g}.")
@@ -217,7 +216,7 @@ def _layout(street: Street) -> tuple[list[Polygon], list[SignFace]]:
         on_right = rng.uniform() < 0.6
         x = _clear_of_view(e + rng.uniform(0.8, 3.0), z, "right", street) if on_right else left - rng.uniform(0.8, 3.0)
         polys.append(_quad(x - 0.04, x + 0.04, g, 0.0, z - 0.02, z - 0.02, (0.55, 0.55, 0.57), (0, 0, 1)))  # post
-        faces.append(SignFace(np.asarray([[x, 0.0, z]]), name))
+        faces.append(SignFace(np.asarray([x, 0.0, z]), name))
     return polys, faces
 
 
@@ -327,7 +326,7 @@ def render_street(street: Street, camera: Pinhole, region: Region, lights: dict,
                                                       None if p.normal[1] else float(cam[:, 2].mean()))))
     for f in faces:
         rgba, size_m = _sign_face(f.name)
-        x, _, z = f.corners[0]
+        x, _, z = f.centre
         hw, hh = size_m[0] / 2, size_m[1] / 2
         world = np.array([[x - hw, hh, z], [x + hw, hh, z], [x + hw, -hh, z], [x - hw, -hh, z]])
         cam = world @ R.T + T
@@ -357,7 +356,7 @@ def render_street(street: Street, camera: Pinhole, region: Region, lights: dict,
     return np.clip(image, 0, 1)
 
 
-def _paste_face(image: np.ndarray, rgba: np.ndarray, light: np.ndarray, corners: np.ndarray) -> None:
+def _paste_face(image: np.ndarray, rgba: np.ndarray, light: np.ndarray, corners: np.ndarray):
     from physattack.drive.footage import warp_texture
 
     h, w = image.shape[:2]
@@ -398,12 +397,12 @@ def street_backgrounds(count: int, seed: int = 0, size: int = 256) -> Tensor:
     for a background bank: street ``seed + i`` (all below ``HELD_OUT_STREETS``), a random lane offset (2.5-8 m),
     distance (10-80 m) and grid light, seen from the dashcam's place over a square ``4-10`` sign widths wide around
     the sign's centre."""
+    from physattack.drive.trajectories import Dashcam
     from physattack.eot.grid import LIGHTING_PRESETS
     from physattack.eot.params import color_temperature_rgb
 
     check_range("eot.backgrounds.streets", count, 0, integer=True, why="street views in the training bank")
     if count and seed + count > HELD_OUT_STREETS:
-        from physattack.errors import InputError
         raise InputError(f"eot.backgrounds.street_seed + streets must stay below {HELD_OUT_STREETS} (the held-out "
                          f"drives' streets start there); got {seed} + {count}.")
     rng = np.random.default_rng(seed)
@@ -413,8 +412,8 @@ def street_backgrounds(count: int, seed: int = 0, size: int = 256) -> Tensor:
         offset, distance = rng.uniform(2.5, 8.0), rng.uniform(10.0, 80.0)
         street = Street(seed + i, offset)
         camera = np.array([-offset, 1.4 - street.sign_height_m, distance])
-        R = np.array([[1.0, 0, 0], [0, -1.0, 0], [0, 0, -1.0]])           # right, down, forward (-z)
-        T = -R @ camera
+        cam = Dashcam().cameras(torch.tensor(camera[None], dtype=torch.float64))      # the drives' camera, level
+        R, T = cam.R[0].numpy(), cam.T[0].numpy()
         preset = LIGHTING_PRESETS[names[rng.integers(len(names))]]
         light = {**preset, "color": color_temperature_rgb(torch.tensor([preset["color_temp_k"]]))[0].numpy()}
         widths = rng.uniform(4.0, 10.0)

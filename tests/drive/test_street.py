@@ -56,7 +56,7 @@ def test_other_signs_stand_clear_and_nothing_stands_between_the_car_and_the_sign
     street = Street(seed, lane_offset_m=3.5)
     polygons, faces = street.polygons()
     assert len(faces) == street.distractors and faces[0].name in DISTRACTORS[:3]        # a red one at least
-    assert all(abs(f.corners[0, 2]) >= street.clear_m for f in faces)
+    assert all(abs(f.centre[2]) >= street.clear_m for f in faces)
     # the car's sight lines to the sign run at -3.5 < x < 0, from the lens (0.7 m below the sign's centre) to the
     # face (0.375 m above it), for z between the car and the sign: a polygon reaching into that box would hide it
     sight = np.array([[-3.4, -0.8, 0.5], [0.0, 0.4, 200.0]])
@@ -64,7 +64,7 @@ def test_other_signs_stand_clear_and_nothing_stands_between_the_car_and_the_sign
         lo, hi = p.points.min(0), p.points.max(0)
         assert not ((lo < sight[1]) & (hi > sight[0])).all(), p
     for f in faces:
-        x, _, z = f.corners[0]
+        x, _, z = f.centre
         assert not (-3.4 < x < 0.0 and z > 0.5), (f.name, x, z)
 
 
