@@ -527,9 +527,11 @@ class FootageRenderer:
         W, H = self.dashcam.width_px, self.dashcam.height_px
         if not (0 <= x0 < x1 <= W and 0 <= y0 < y1 <= H):
             raise InputError(f"The region {list(region)} is not inside the {W}×{H} frame.")
+        from physattack.drive.night import printed_texels
+
         clean = scene.texture.detach().float().cpu()
         adv = texture.detach().float().cpu()
-        changed = ((adv - clean).abs().amax(0) > 0.5 / 255).float() * scene.face_mask[0].float().cpu()
+        changed = printed_texels(scene, adv)
         layers = None
         if bool(changed.any()):
             layers = torch.cat([adv, clean, changed[None], scene.face_mask.float().cpu()], 0).permute(1, 2, 0).numpy()

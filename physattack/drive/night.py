@@ -102,11 +102,18 @@ def headlit(renderer, scene, texture: Tensor, cam, alpha: Tensor, headlights: He
                                                   + (1 - share) * matte[:, None, None, None])
 
 
+def printed_texels(scene, texture: Tensor) -> Tensor:
+    """H×W: 1 on the face's texels the attack changed (print: stickers, paint), 0 elsewhere; a texel within half
+    a level of the clean sign's is the sign's own surface. Night drives and footage compositing share this rule."""
+    clean = scene.texture.to(texture.device)
+    changed = ((texture.detach() - clean).abs().amax(0) > 0.5 / 255).float()
+    return changed * scene.face_mask[0].to(texture.device).float()
+
+
 def sheeting_texture(scene, texture: Tensor) -> Tensor:
     """3×H×W: 1 on the texels of the face that are the clean sign's (sheeting), 0 elsewhere (print, outside)."""
-    clean = scene.texture.to(texture.device)
-    same = ((texture.detach() - clean).abs().amax(0) <= 0.5 / 255).float()
-    return (same * scene.face_mask[0].to(texture.device).float()).expand(3, -1, -1)
+    face = scene.face_mask[0].to(texture.device).float()
+    return (face - printed_texels(scene, texture)).expand(3, -1, -1)
 
 
-__all__ = ["Headlights", "SHEETING_RA", "headlit", "sheeting_texture"]
+__all__ = ["Headlights", "SHEETING_RA", "headlit", "printed_texels", "sheeting_texture"]
