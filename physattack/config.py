@@ -21,6 +21,8 @@ class RunConfig:
         eval_batch_size: views per batch during grid evaluation.
         gallery_views: how many grid views the clean-vs-attacked picture shows.
         resume: a run directory or checkpoint.pt to continue from.
+        init: a finished run whose patch this run starts from (its stickers' places and colours); the victims
+            that run attacked are reported as attacked here too, never as held out.
         progress: show progress bars.
         amp: run the victim under bfloat16 autocast (a CUDA speed switch; gradients stay float32).
         channels_last: feed the victim channels-last images (faster convolutions on CUDA).
@@ -35,6 +37,7 @@ class RunConfig:
     eval_batch_size: int = 64
     gallery_views: int = 16
     resume: str | None = None
+    init: str | None = None
     progress: bool = True
     amp: bool = False
     channels_last: bool = False

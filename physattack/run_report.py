@@ -26,7 +26,7 @@ SCHEMA_VERSION = 2
 METRICS_FILE = "metrics.json"
 
 #: The sections, in the order ``metrics.json`` lists them after the run's own facts and figures.
-SECTIONS = ("per_view", "heldout", "sanity", "atlas", "placement", "report", "drive", "area", "headline")
+SECTIONS = ("per_view", "query", "heldout", "sanity", "atlas", "placement", "report", "drive", "area", "headline")
 
 
 @dataclass
@@ -39,6 +39,8 @@ class RunReport:
         summary: what ran and its own figures: scene, attack, victims, patch, steps, seed, and the
             quick grid's rates (the top level of ``metrics.json``).
         per_view: the quick grid's views, one row each.
+        query: a query attack's record (``physattack.cli.kinds.query``): the victim queried, images asked,
+            answers, optimizer, the success-vs-queries curve.
         heldout: the held-out protocol (its rates, per condition, per view, and the victims' or
             detectors' table).
         sanity: the protocol's sanity flags. atlas: its natural-failure atlas.
@@ -50,6 +52,7 @@ class RunReport:
     kind: str
     summary: dict[str, Any] = field(default_factory=dict)
     per_view: list[dict] | None = None
+    query: dict | None = None
     heldout: dict | None = None
     sanity: list[dict] | None = None
     atlas: dict | None = None

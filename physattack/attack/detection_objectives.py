@@ -106,3 +106,26 @@ def mislabelled(output: DetectorOutput, target: int, views) -> Tensor:
     as_target = best_scores_on_boxes(output.detections, views.boxes, target) >= t
     as_other = best_scores_on_boxes(output.detections, views.boxes, exclude=target) >= t
     return as_target & ~as_other
+
+
+# -- what a frame of an approach window reads (physattack.drive.approach) -------------------------------------
+def sign_labels(victim, scene) -> tuple[int, ...]:
+    """The victim's labels that read as the scene's class (a classifier's label set; a detector's class)."""
+    if getattr(victim, "is_detector", False):
+        return (victim.label_index(scene.class_name),)
+    return tuple(victim.label_set(scene.class_name))
+
+
+def sign_probability(output, signs: tuple[int, ...], views) -> Tensor:
+    """B: how surely each view reads the sign: a classifier's probability of its labels, a detector's odds
+    over its threshold (``sign_reading``)."""
+    if isinstance(output, DetectorOutput):
+        return sign_reading(output, signs[0], views)
+    return torch.softmax(output.float(), -1)[:, list(signs)].sum(-1)
+
+
+def reads_sign(output, signs: tuple[int, ...], views) -> Tensor:
+    """B bool: the view reads as the sign (a classifier's top label among ``signs``; a detector's box on it)."""
+    if isinstance(output, DetectorOutput):
+        return ~hidden(output, signs[0], views)
+    return torch.isin(output.argmax(-1), torch.tensor(list(signs), device=output.device))

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import copy
 import math
-import signal
-import threading
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
@@ -27,19 +25,23 @@ from tqdm import tqdm
 from physattack.atomic import load_torch, save_torch
 from physattack.config import RunConfig
 from physattack.errors import InputError
+from physattack.attack.signals import StopSignals
 from physattack.attack.mask_search import MaskSearch, search_sticker_mask
-from physattack.attack.detection_objectives import hidden, sign_reading
+from physattack.attack.detection_objectives import reads_sign, sign_labels, sign_probability
 from physattack.attack.objectives import DETECTOR_OBJECTIVES, DETECTOR_ONLY, OBJECTIVES, Objective, backward
 from physattack.patch.base import Patch
 from physattack.patch.placement import PlacementError, place_stickers, sticker_pieces, texels_per_mm
 from physattack.printing import non_printability_score, total_variation
 from physattack.scene.scene import Scene
-from physattack.victims.detection import DetectorOutput
 from physattack.victims.ensemble import Ensemble
 
 
 class AttackError(InputError):
     """An attack that cannot run as configured; the message says what to do."""
+
+
+#: How an attack reaches its victim: through its gradient, or only through queries (``physattack.attack.query``).
+METHODS = ("gradient", "query")
 
 
 @dataclass
@@ -53,6 +55,9 @@ class AttackSetup:
     sampler: object             # .sample(n, generator) -> SceneParams
     palette: Tensor
     colour_model: object | None = None
+    judge: Callable | None = None       # texture -> success on the quick grid (a query attack's plot; never its guide)
+    victim_name: str | None = None      # what reports call the victim (a query attack's headline)
+    placed: bool = False                # the patch's stickers are placed already (init=): no mask search
 
 
 @dataclass
@@ -67,6 +72,7 @@ class AttackResult:
     interrupted: bool = False
     zero_grad_steps: int = 0
     signal: int | None = None
+    queries: dict | None = None     # a query attack's record: images asked, answers, the success-vs-queries curve
 
 
 @dataclass
@@ -153,6 +159,11 @@ class EOTAttack:
             stickers as placed with an error drawn for that view (after printing, before rendering),
             so the patch learns to survive being stuck on by hand; the gradient reaches the design
             through the warp. Draws come from the run's generator, after the views'.
+        method: ``gradient`` (Adam through the victim) or ``query``: the victim is seen only through queries
+            (``physattack.victims.query.QueryVictim``: labels or scores, each image counted) and a gradient-free
+            optimizer refines the patch's sticker colours (``physattack.attack.query``).
+        queries: a query attack's budget, in images asked about.
+        query: a query attack's settings (``physattack.attack.query.QuerySettings``, or its keys as a dict).
     """
 
     objective: str = "targeted"
@@ -167,6 +178,9 @@ class EOTAttack:
     ema: float = 0.9
     mask_search_steps: int = 40
     placement: PlacementError | dict | None = None
+    method: str = "gradient"
+    queries: int = 50_000
+    query: object = None
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -189,7 +203,17 @@ class EOTAttack:
                                                          integer=True)
         if self.placement is not None and not isinstance(self.placement, PlacementError):
             self.placement = PlacementError(**dict(self.placement))
-        self._stop, self._signal = False, None
+        if self.method not in METHODS:
+            raise AttackError(f"attack.method must be gradient or query, not {self.method!r}.")
+        self.queries = AttackError.check_range("attack.queries", self.queries, 1, integer=True,
+                                               why="a query attack's budget in images")
+        from physattack.attack.query import QuerySettings
+
+        self.query = QuerySettings.of(self.query)
+        if self.method == "query" and self.placement is not None:
+            raise AttackError("attack.placement is a gradient attack's setting; a query attack (attack.method=query) "
+                              "judges the patch as designed: set attack.placement=null.")
+        self._signals = StopSignals()
 
     needs_true_label = True     # the victim must know the scene's class (not so for reprogramming)
 
@@ -203,6 +227,10 @@ class EOTAttack:
 
     def objective_for(self, victim) -> Objective:
         """This attack's objective in the form ``victim``'s outputs need (detectors have their own)."""
+        if self.method == "query" and (getattr(victim, "is_detector", False) or getattr(victim, "members", None)):
+            raise AttackError("attack.method=query asks one classifier (the car's model) through queries; give victim= "
+                              "a single classifier, e.g. victim=zoo_convnext_atto (init= an ensemble run to start from "
+                              "its patch).")
         if getattr(victim, "is_detector", False):
             return DETECTOR_OBJECTIVES[self.objective]
         if self.objective in DETECTOR_ONLY:
@@ -220,14 +248,23 @@ class EOTAttack:
         rendering. The patch is annealed by the share of steps done, and only a state whose colours
         are final (``patch.colors_final``) and whose draws are the full distribution can be the best.
         """
+        if self.method == "query":
+            if run.resume:
+                raise AttackError("A query attack (attack.method=query) keeps no checkpoint to resume; start it again "
+                                  "with init= the patch to refine.")
+            from physattack.attack.query import run_query
+
+            self.check_patch(setup.patch, setup.placed)
+            torch.manual_seed(run.seed)
+            return run_query(self, setup, run, run_dir, tracker)
         torch.manual_seed(run.seed)
         loop = self._start(setup, run, torch.Generator().manual_seed(run.seed))
         state = self._load(run.resume, loop) if run.resume else self._place(loop)
         checkpoint = Path(run_dir) / "checkpoint.pt"
-        previous = self._install_signals()
+        self._signals.install()
         bar = tqdm(total=self.steps, initial=state.step, desc="attack", unit="step", disable=not run.progress)
         try:
-            while state.step < self.steps and not self._stop:
+            while state.step < self.steps and not self._signals.stop:
                 record = self._step(loop, state)
                 if tracker is not None:
                     tracker.log(self.tracked(record), step=state.step)
@@ -239,10 +276,10 @@ class EOTAttack:
             bar.close()
             self._finish(setup.patch, state)
             self._save(checkpoint, loop, state, tracker)
-            self._restore_signals(previous)
+            self._signals.restore()
         return AttackResult(best_state=state.best_state, best_step=state.best_step, steps_done=state.step,
-                            history=state.history, interrupted=self._stop, zero_grad_steps=state.zero_grad,
-                            signal=self._signal if self._stop else None)
+                            history=state.history, interrupted=self._signals.stop, zero_grad_steps=state.zero_grad,
+                            signal=self._signals.signal)
 
     @staticmethod
     def tracked(record: dict) -> dict:
@@ -259,15 +296,30 @@ class EOTAttack:
                 out[f"train/{key}"] = value
         return out
 
-    def check_patch(self, patch: Patch) -> None:
-        """Refuse a patch this attack cannot optimize: placement error needs stickers to move. The run
-        calls it before its first step; a builder may call it earlier."""
+    def check_patch(self, patch: Patch, placed: bool = False) -> None:
+        """Refuse a patch this attack cannot optimize: placement error needs stickers to move; a query attack needs
+        stickers, placed already (``placed``: from ``init=``) unless the patch's own layout is fixed (a mask search
+        needs a gradient). The run calls it before its first step; a builder may call it earlier."""
         if self.placement is not None and not patch.cut_as_stickers:
             raise AttackError(f"attack.placement moves stickers, but a {type(patch).__name__} is not cut into "
                               "stickers; use patch=sticker or set attack.placement=null.")
+        if self.method == "query" and not patch.cut_as_stickers:
+            raise AttackError(f"attack.method=query refines sticker colours, but a {type(patch).__name__} has no "
+                              "stickers; use patch=sticker.")
+        if self.method == "query" and patch.mask_search is not None and not placed:
+            raise AttackError("attack.method=query keeps the stickers where they are, and patch.shape=search places them "
+                              "with a gradient; give init=<a finished run> (its stickers), or patch.shape=bars or "
+                              "patch.mask_png.")
+
+    def check_budget(self, sampler) -> None:
+        """Refuse a query budget below one step's images (the builder calls it, before any query)."""
+        if self.method == "query":
+            from physattack.attack.query import check_budget
+
+            check_budget(self.query, self.queries, sampler, self.batch_size)
 
     def _start(self, setup: AttackSetup, run: RunConfig, generator: torch.Generator) -> _Loop:
-        self.check_patch(setup.patch)
+        self.check_patch(setup.patch, setup.placed)
         label = self.label(setup.victim, setup.scene)
         objective = self.objective_for(setup.victim)
         opt = torch.optim.Adam(setup.patch.parameters(), lr=self.lr)
@@ -295,6 +347,9 @@ class EOTAttack:
         if type(self).observe is not EOTAttack.observe:
             raise AttackError(f"{type(self).__name__} learns from one victim's outputs (observe), so it cannot "
                               "split its steps over an ensemble; use a single victim (for example victim=signnet).")
+        if self.method == "query":
+            raise AttackError("attack.method=query asks one car's model; give victim= a single classifier (e.g. "
+                              "victim=zoo_convnext_atto) and init= the ensemble run whose patch it should refine.")
         name = self.target if self.targeted else scene.class_name
         indices = ensemble.member_label_indices(name)
         signs = [sign_labels(m, scene) for m in ensemble.members]
@@ -304,7 +359,7 @@ class EOTAttack:
     def _place(self, loop: _Loop) -> LoopState:
         """A fresh run's state, after the mask search for a patch that asks for one (RP2's first stage)."""
         patch = loop.setup.patch
-        if patch.mask_search is not None and self.mask_search_steps > 0:
+        if patch.mask_search is not None and self.mask_search_steps > 0 and not loop.setup.placed:
             s = loop.setup
             patch.set_mask(search_sticker_mask(
                 scene=s.scene, pipeline=s.pipeline, sampler=s.sampler,
@@ -542,48 +597,3 @@ class EOTAttack:
 
     def load_checkpoint_state(self, state: dict) -> None:
         """Restore what ``checkpoint_state`` returned."""
-
-    # -- signals: Ctrl-C, SIGTERM and SIGUSR2 (Slurm's pre-emption warning) stop after the current
-    # step and the checkpoint is saved; then a handler that was there before (submitit's requeue on
-    # SIGUSR2) still runs.
-    def _install_signals(self):
-        self._stop = False
-        self._signal = None
-        if threading.current_thread() is not threading.main_thread():
-            return None
-
-        def handler(signum, frame):
-            self._stop, self._signal = True, signum
-            tqdm.write(f"received signal {signum}: stopping after this step and saving the checkpoint")
-        sigs = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGUSR2] if hasattr(signal, "SIGUSR2") else [])
-        return {s: signal.signal(s, handler) for s in sigs}
-
-    def _restore_signals(self, previous) -> None:
-        for s, h in (previous or {}).items():
-            signal.signal(s, h)
-        before = (previous or {}).get(self._signal)
-        if self._signal is not None and callable(before) and self._signal not in (signal.SIGINT, signal.SIGTERM):
-            before(self._signal, None)        # e.g. submitit's requeue on SIGUSR2; a stop is already handled
-
-
-# -- what a frame of an approach window reads (physattack.drive.approach) -------------------------------------
-def sign_labels(victim, scene) -> tuple[int, ...]:
-    """The victim's labels that read as the scene's class (a classifier's label set; a detector's class)."""
-    if getattr(victim, "is_detector", False):
-        return (victim.label_index(scene.class_name),)
-    return tuple(victim.label_set(scene.class_name))
-
-
-def sign_probability(output, signs: tuple[int, ...], views) -> Tensor:
-    """B: how surely each view reads the sign: a classifier's probability of its labels, a detector's odds
-    over its threshold (``detection_objectives.sign_reading``)."""
-    if isinstance(output, DetectorOutput):
-        return sign_reading(output, signs[0], views)
-    return torch.softmax(output.float(), -1)[:, list(signs)].sum(-1)
-
-
-def reads_sign(output, signs: tuple[int, ...], views) -> Tensor:
-    """B bool: the view reads as the sign (a classifier's top label among ``signs``; a detector's box on it)."""
-    if isinstance(output, DetectorOutput):
-        return ~hidden(output, signs[0], views)
-    return torch.isin(output.argmax(-1), torch.tensor(list(signs), device=output.device))

@@ -174,8 +174,11 @@ def attack_and_report(parts: AttackParts, run: RunConfig, run_dir: Path, tracker
     drives (a ``physattack.drive.build.DriveEvaluation``) when given and the attack was not interrupted."""
     t0 = time.time()
     scene, victim, patch = parts.scene, parts.victim, parts.patch
+    judge = parts.kind.judge(parts, run) if parts.attack.method == "query" else None
     setup = AttackSetup(scene=scene, patch=patch, victim=victim, pipeline=parts.pipeline, sampler=parts.sampler,
-                        palette=parts.palette, colour_model=parts.colour_model)
+                        palette=parts.palette, colour_model=parts.colour_model,
+                        judge=judge,
+                        victim_name="+".join(parts.victim_names), placed=parts.init is not None)
     result = parts.attack.run(setup, run, run_dir, tracker)
     attack_seconds = time.time() - t0
     patch.load_state_dict(result.best_state)
@@ -200,8 +203,12 @@ def attack_and_report(parts: AttackParts, run: RunConfig, run_dir: Path, tracker
 
     evaluation = EvaluationSetup(parts.eval_pipeline, parts.grid, run_dir, tracker, run, parts.protocol, export,
                                  parts.colour_model)
+    if parts.init is not None:
+        done.init = {"run": parts.init[0], "attacked_by_gradient": list(parts.init[1])}
     report = parts.kind.report(done, evaluation)
     report.summary.update(done.stopped())
+    if done.init is not None:
+        report.summary.setdefault("init", done.init)
     if drive is not None and not result.interrupted:
         summary = {"scene": scene.name, "attack": report.summary.get("attack"), "run_dir": str(run_dir)}
         report.drive = drive.report(printed, free_folder(run_dir / "drive"), summary, tracker=tracker,

@@ -142,7 +142,7 @@ def same_model(a, b) -> bool:
     return sa.keys() == sb.keys() and all(sa[k].shape == sb[k].shape and torch.equal(sa[k], sb[k]) for k in sa)
 
 
-def protocol_members(pool, attacked: dict[str, object], device, families=None, data=None) -> dict:
+def protocol_members(pool, attacked: dict[str, object], device, families=None, data=None, prior=()) -> dict:
     """The victims a held-out protocol scores: ``attacked`` (name -> the victim the attack used; each member
     of an ensemble) and every victim of ``pool`` (``evaluation.victims`` or ``evaluation.detectors``: name ->
     victim config) the attack did not use, built here (before the attack, never called by it) and
@@ -150,7 +150,8 @@ def protocol_members(pool, attacked: dict[str, object], device, families=None, d
     learned from (``evaluation.data``; a victim not named there learned from the renders).
 
     A victim of the pool is matched to an attacked one by name or by being the same model (equal
-    weights), so an attacked model is never reported as held out under another name."""
+    weights), so an attacked model is never reported as held out under another name. A victim of the pool
+    named in ``prior`` (those the ``init=`` run attacked) is reported as attacked too."""
     from physattack.evaluate.members import tag_members
 
     pool = pool or {}
@@ -161,7 +162,9 @@ def protocol_members(pool, attacked: dict[str, object], device, families=None, d
             continue
         built = victim(node, device)
         twin = next((a for a, v in attacked.items() if same_model(built, v)), None)
-        if twin is None:
+        if name in prior and twin is None:
+            attacked[name] = built
+        elif twin is None:
             held_out[name] = built
         elif len(attacked) == 1 and twin not in pool:           # the attacked model under its pool name
             attacked = {name: attacked[twin]}

@@ -8,6 +8,7 @@ the run ends with; everything else is built the same way for every kind, with th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from omegaconf import DictConfig
@@ -15,6 +16,7 @@ from omegaconf import DictConfig
 from physattack.cli import build
 from physattack.cli.kinds import AttackKind, ProtocolInputs, kind_for
 from physattack.config import RunConfig
+from physattack.errors import InputError
 from physattack.eot import ViewPipeline
 
 
@@ -36,6 +38,7 @@ class AttackParts:
     protocol: object | None   # the kind's held-out protocol (``AttackKind.protocol``), or None
     victim_names: list[str]   # what the attacked victim(s) are called in reports
     area: object | None = None    # the area frontier's settings (``evaluation.area``) when the run gets one
+    init: tuple | None = None     # ``init=``: (the run, the victims it attacked by gradient)
 
     @property
     def palette(self) -> torch.Tensor:
@@ -63,7 +66,8 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     if getattr(victim, "members", None) is not None:
         attack.members_of(victim, scene)
     patch = build.make(cfg.patch, scene=scene).to(device)
-    attack.check_patch(patch)
+    prior = start_from(run.init, cfg, patch, device) if run.init else ()
+    attack.check_patch(patch, placed=bool(run.init))
     kind = kind_for(attack, victim)
     renderer = build.make(cfg.renderer)
     bank, eval_bank = build.make(cfg.eot.backgrounds), build.make(cfg.eot.eval_backgrounds)
@@ -71,6 +75,7 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     grid = build.make(cfg.eot.grid, background_count=len(eval_bank), _convert_="all")
     sampler, grid, size = kind.views(sampler, grid, victim, (run.image_size, run.image_size))
     sampler = build.approach_framing(sampler, cfg, scene=scene, renderer=renderer, backgrounds=bank, device=device)
+    attack.check_budget(sampler)
     palette, colour_model = build.printer(cfg, device)
     pipeline = build.photographed(ViewPipeline(renderer, bank, size), colour_model)
     eval_pipeline = build.photographed(ViewPipeline(renderer, eval_bank, size), colour_model)
@@ -78,13 +83,41 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     protocol = None
     if cfg.get("evaluation") is not None and cfg.evaluation.enabled:
         protocol, names = kind.protocol(cfg, ProtocolInputs(victim, names, eval_pipeline, (renderer, eval_bank, size),
-                                                            patch, device))
+                                                            patch, device, prior))
     area = None
     if protocol is not None:
         area = build.make(cfg.evaluation.get("area") or {"_target_": "physattack.evaluate.area.AreaSettings"})
         area = area if area.wanted(patch) else None          # true for a paint patch is refused here
     return AttackParts(scene, victim, attack, patch, kind, pipeline, sampler, eval_pipeline, grid,
-                       (palette, colour_model), build.export_options(cfg), protocol, names, area)
+                       (palette, colour_model), build.export_options(cfg), protocol, names, area,
+                       (str(run.init), prior) if run.init else None)
+
+
+def start_from(init: str, cfg: DictConfig, patch, device) -> tuple[str, ...]:
+    """Load the patch of the finished run ``init`` (``init=``) into ``patch``: the same scene and the same kind of
+    patch, or one sentence naming the key. Returns the victims that run attacked (by their gradient), which this
+    run reports as attacked, never as held out."""
+    from physattack.cli.runs import load_patch, open_run
+
+    folder = open_run(init)
+    theirs, mine = (str((c.get("scene") or {}).get("name_or_path")) for c in (folder.cfg, cfg))
+    if Path(theirs).name != Path(mine).name:
+        raise InputError(f"init={init} is a run of the scene {theirs}, but this command's scene is {mine}; give init= "
+                         f"a run of +scene={mine}.")
+    if folder.cfg.patch.get("_target_") != cfg.patch.get("_target_"):
+        raise InputError(f"init={init} holds a patch built by {folder.cfg.patch.get('_target_')}, but this command's "
+                         f"patch is built by {cfg.patch.get('_target_')}; give init= a run of the same patch= (or "
+                         "change patch= to the run's).")
+    try:
+        load_patch(patch, folder.path / "patch.pt", device)
+    except InputError:
+        raise InputError(f"init={init}'s patch does not fit this command's patch (another layout, area, texture size "
+                         "or palette); give the run's own patch settings (its config.yaml) or another init=.") from None
+    patch.anneal(1.0)
+    if folder.victim_names:
+        return tuple(folder.victim_names)
+    node = folder.cfg.get("victim") or {}
+    return tuple(str(n) for n in (node.get("members") or {})) or (str(node.get("name") or "victim"),)
 
 
 __all__ = ["AttackParts", "attack_parts"]

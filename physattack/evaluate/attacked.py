@@ -23,6 +23,7 @@ class FinishedAttack:
         adv_texture: the patch applied to the scene's texture; ``eval_texture``: as the held-out views
             show it (printed by the colour model, when the run has one).
         victim_names: the attacked victims' names; ``timing``: (the run's start, the attack's seconds).
+        init: ``{"run", "attacked_by_gradient"}`` when the patch started from a finished run (``init=``).
     """
 
     scene: object
@@ -34,6 +35,7 @@ class FinishedAttack:
     eval_texture: Tensor
     victim_names: list[str]
     timing: tuple[float, float] = (0.0, 0.0)
+    init: dict | None = None
 
     @property
     def started(self) -> float:

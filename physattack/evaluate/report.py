@@ -85,6 +85,8 @@ def report_classifier_attack(done: FinishedAttack, setup: EvaluationSetup) -> Ru
         "protocol": "attack_success_rate counts held-out grid views whose clean render was classified "
                     "correctly (RP2); the unconditional rate counts all views",
     }
+    if done.init is not None:
+        summary["init"] = done.init
     paths, per_view = write_run_outputs(setup.run_dir, done, grid_result, (clean_imgs, adv_imgs), summary)
     setup.export({"attack": summary["attack"]})
     report = RunReport("classifier", summary={**summary, **grid_result.metrics}, per_view=per_view)

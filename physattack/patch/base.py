@@ -58,6 +58,11 @@ class Patch(nn.Module):
         """Whether ``colors()`` are what will be printed, so this state may be kept as the best one."""
         return True
 
+    def set_colors(self, colors: Tensor) -> None:
+        """Make ``colors()`` return ``colors`` (3×Ht×Wt in [0, 1]) under the mask, as nearly as the patch can: how a
+        gradient-free optimizer hands back its result. Patches without free colours refuse."""
+        raise PatchError(f"A {type(self).__name__} cannot take colours from a gradient-free optimizer; use patch=sticker.")
+
     def set_mask(self, mask: Tensor) -> None:
         """Replace where the patch is (after a mask search); parameters are kept."""
         self.mask.copy_((mask > 0.5).float().to(self.mask))

@@ -111,6 +111,18 @@ class StickerPatch(Patch):
     def apply(self, base_texture: Tensor) -> Tensor:
         return base_texture * (1 - self.mask) + self.colors() * self.mask
 
+    @torch.no_grad()
+    def set_colors(self, colors: Tensor) -> None:
+        """Free colours: the logits of ``colors`` under the mask. Palette: each texel's nearest palette colour, held
+        with a logit margin that no temperature softens."""
+        on = self.mask[0] > 0.5
+        c = colors.to(self.logits)[:, on].clamp(0, 1)
+        if self.palette is None:
+            self.logits[:, on] = torch.logit(c.clamp(1e-4, 1 - 1e-4))
+            return
+        nearest = torch.cdist(c.T, self.palette).argmin(1)
+        self.logits[:, on] = F.one_hot(nearest, len(self.palette)).T.to(self.logits) * 20.0
+
 
 def bars_mask(face_mask: Tensor, area: float = 0.15, width: float = 0.56,
               centers: tuple[float, float] = (0.22, 0.78)) -> Tensor:

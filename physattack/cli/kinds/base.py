@@ -14,7 +14,8 @@ from physattack.run_report import RunReport
 class ProtocolInputs:
     """What a kind builds its held-out protocol from: the attacked victim and its names, the held-out
     pipeline (printed, when the run prints), the plain one (``(renderer, held-out bank, size)``), the
-    patch and the device."""
+    patch and the device; ``prior``: the victims the run that ``init=`` names attacked (they shaped this
+    patch too, so they are never held out)."""
 
     victim: object
     names: list[str]
@@ -22,6 +23,7 @@ class ProtocolInputs:
     rendering: tuple
     patch: object
     device: object
+    prior: tuple[str, ...] = ()
 
 
 @dataclass
@@ -57,6 +59,11 @@ class AttackKind:
 
     def pool(self, cfg: DictConfig, attacked: dict[str, object], device) -> dict | None:
         """``{name: Member}``: the attacked victims and the held-out ones of ``evaluation``'s pool."""
+        return None
+
+    def judge(self, parts, run):
+        """``texture -> success`` on the run's quick grid, asked of the victim itself: what a query attack's
+        success-vs-queries curve plots (never its guide); None when the kind has none."""
         return None
 
     def members(self, protocol) -> dict | None:

@@ -29,18 +29,18 @@ class ClassifierKind(AttackKind):
         from physattack.evaluate.protocol import HeldOutRun
 
         attacked = dict(zip(inputs.names, getattr(inputs.victim, "members", [inputs.victim])))
-        members = self.pool(cfg, attacked, inputs.device)
-        names = [n for n, m in members.items() if m.role == "attacked"]
+        members = self.pool(cfg, attacked, inputs.device, inputs.prior)
+        names = [n for n, m in members.items() if m.role == "attacked" and not (n in inputs.prior and n not in attacked)]
         renderer, eval_bank, size = inputs.rendering
         protocol = HeldOutRun(inputs.eval_pipeline, build.protocol_grid(cfg, len(eval_bank)),
                               build.make(cfg.evaluation.settings, _convert_="all"),
                               ViewPipeline(renderer, eval_bank, size), members=members, patch=inputs.patch)
         return protocol, names
 
-    def pool(self, cfg: DictConfig, attacked: dict[str, object], device) -> dict:
+    def pool(self, cfg: DictConfig, attacked: dict[str, object], device, prior: tuple[str, ...] = ()) -> dict:
         evaluation = cfg.get("evaluation") or {}
         return build.protocol_members(evaluation.get("victims"), attacked, device, evaluation.get("families"),
-                                      evaluation.get("data"))
+                                      evaluation.get("data"), prior)
 
     def members(self, protocol) -> dict | None:
         return protocol.members if protocol is not None else None
@@ -138,7 +138,7 @@ class ClassifierKind(AttackKind):
         summary["victim_names"] = list(run.victim_names)
         device = build.device_of(cfg.device)
         members = self.pool(merged, dict(zip(run.victim_names, getattr(run.victim, "members", [run.victim]))),
-                            device)
+                            device, tuple((s.get("init") or {}).get("attacked_by_gradient") or ()))
         protocol = HeldOutRun(run.eval_pipeline, build.protocol_grid(merged, len(run.eval_bank)),
                               build.make(merged.evaluation.settings, _convert_="all"), run.plain_pipeline(),
                               members=members, patch=run.patch)

@@ -1,0 +1,393 @@
+"""Gradient-free EOT: refine a printable sticker patch through a victim seen only through queries.
+
+The victim is a ``physattack.victims.query.QueryVictim``: images in, labels or probabilities out, each
+image counted against ``attack.queries``. Nothing here differentiates anything: the patch is moved in
+a low-dimensional colour basis (``ColourBlocks``: one RGB offset per square block of the sticker grid,
+on top of the starting colours, so a transfer patch's detail is kept) and each candidate is judged on
+the same step's EOT views (common random numbers), or on the step's approach windows when the run's
+sampler draws them (the decision-level objective: the share of drives that run the sign).
+
+Two optimizers:
+
+- ``nes`` (scores): natural-evolution-strategy gradient estimates with antithetic pairs (Wierstra et al.,
+  JMLR 2014; as a black-box attack: Ilyas et al., "Black-box Adversarial Attacks with Limited Queries and
+  Information", ICML 2018), Adam on the estimate. Loss: the log-probability margin of the target over the
+  best other label (capped at ``margin``, so won views stop pulling), plus the drives' stop margin.
+- ``search`` (labels, or scores): a (1+λ) random search that redraws a shrinking share of the blocks per
+  child and keeps the best child when it is no worse on the step's views, in the spirit of Square Attack
+  (Andriushchenko et al., ECCV 2020). With labels only, EOT turns a hard label into a graded fitness: the
+  share of views (or drives) the patch wins.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import torch
+from torch import Tensor
+from tqdm import tqdm
+
+from physattack.attack.loop import AttackError
+
+OPTIMIZERS = ("nes", "search")
+STARTS = ("patch", "clean")
+
+
+class QueryAttackError(AttackError):
+    """A query attack that cannot run as configured; the message says what to do."""
+
+
+@dataclass
+class QuerySettings:
+    """How a query attack spends its images (``attack.query``).
+
+    Args:
+        answers: what the victim gives: ``scores`` (probabilities) or ``labels`` (the top class only).
+        optimizer: ``nes`` (scores only), ``search`` (either), or ``auto``: nes with scores, search with labels.
+        samples: antithetic pairs (nes) or children (search) per step.
+        sigma: nes: the std of a block's colour perturbation, in [0, 1] colour units.
+        lr: nes: Adam's step on the block offsets (cosine to 10 % over the budget).
+        change: search: the share of blocks a child redraws at the start (a quarter of it at the end).
+        epsilon: search: how far a redrawn block's colour moves (uniform in ±epsilon per channel).
+        cell_mm: the side of a block on the sign, in millimetres; None: the patch's sticker cell.
+        start: ``patch`` (the patch's colours, e.g. ``init=``'s) or ``clean`` (the sign's own colours under the
+            stickers: no colour prior, only the layout).
+        margin: the log-probability margin at which a view counts as won (scores).
+        judge_every: images between judgements of the current patch on the run's quick grid, through the
+            victim itself (never counted: the judge is not the attacker; it draws the success-vs-queries plot).
+        judge_views: quick-grid views per judgement.
+    """
+
+    answers: str = "scores"
+    optimizer: str = "auto"
+    samples: int = 8
+    sigma: float = 0.06
+    lr: float = 0.04
+    change: float = 0.15
+    epsilon: float = 0.35
+    cell_mm: float | None = None
+    start: str = "patch"
+    margin: float = 2.0
+    judge_every: int = 5000
+    judge_views: int = 96
+
+    def __post_init__(self) -> None:
+        E, k = QueryAttackError, "attack.query."
+        if self.answers not in ("scores", "labels"):
+            raise E(f"{k}answers must be scores or labels, not {self.answers!r}.")
+        if self.optimizer not in (*OPTIMIZERS, "auto"):
+            raise E(f"{k}optimizer must be nes, search or auto, not {self.optimizer!r}.")
+        if self.optimizer == "nes" and self.answers == "labels":
+            raise E(f"{k}optimizer=nes estimates gradients from scores, but {k}answers=labels gives none: use "
+                    f"{k}optimizer=search (or auto) with labels.")
+        if self.start not in STARTS:
+            raise E(f"{k}start must be patch or clean, not {self.start!r}.")
+        self.samples = E.check_range(k + "samples", self.samples, 1, integer=True, why="pairs or children per step")
+        E.check_range(k + "sigma", self.sigma, 0, 1, lo_open=True, why="colour units")
+        E.check_range(k + "lr", self.lr, 0, lo_open=True)
+        E.check_range(k + "change", self.change, 0, 1, lo_open=True, why="the share of blocks a child redraws")
+        E.check_range(k + "epsilon", self.epsilon, 0, 1, lo_open=True, why="colour units")
+        if self.cell_mm is not None:
+            E.check_range(k + "cell_mm", self.cell_mm, 0, lo_open=True, why="a block's side in mm")
+        E.check_range(k + "margin", self.margin, 0, lo_open=True)
+        self.judge_every = E.check_range(k + "judge_every", self.judge_every, 0, integer=True,
+                                         why="images between quick-grid judgements; 0: only at the start and end")
+        self.judge_views = E.check_range(k + "judge_views", self.judge_views, 1, integer=True)
+
+    @classmethod
+    def of(cls, value) -> QuerySettings:
+        if value is None or isinstance(value, cls):
+            return value or cls()
+        keys = dict(value)
+        unknown = sorted(set(keys) - {f.name for f in fields(cls)})
+        if unknown:
+            raise QueryAttackError(f"attack.query.{unknown[0]} is not a setting; the settings are "
+                                   f"{', '.join(f.name for f in fields(cls))}.")
+        return cls(**keys)
+
+    @property
+    def method(self) -> str:
+        if self.optimizer != "auto":
+            return self.optimizer
+        return "nes" if self.answers == "scores" else "search"
+
+    def images_per_step(self, views: int) -> int:
+        """The most images one step asks about with ``views`` views per candidate."""
+        return views * (2 * self.samples if self.method == "nes" else 1 + self.samples)
+
+
+def check_budget(settings: QuerySettings, queries: int | None, sampler, batch_size: int) -> int:
+    """One step's images; a budget (``queries``) below them is one sentence naming ``attack.queries``."""
+    views = views_per_step(sampler, batch_size)
+    cost = settings.images_per_step(views)
+    if queries is not None and cost > queries:
+        raise QueryAttackError(f"attack.queries={queries} is below one step's {cost} images ({views} views x "
+                               f"{cost // views} candidates); raise attack.queries or lower attack.query.samples.")
+    return cost
+
+
+def views_per_step(sampler, batch_size: int) -> int:
+    """The most views one step draws: approach windows' frames (and independent views), or ``batch_size``."""
+    if hasattr(sampler, "windows"):
+        return sampler.drives * sampler.segments * sampler.decision.n + getattr(sampler, "views_per_step", 0)
+    return batch_size
+
+
+class ColourBlocks:
+    """The patch's colours as ``start`` plus one RGB offset per ``cell_px`` square block of the texture grid
+    under ``mask``: ``dim`` = 3 × blocks numbers, each offset keeping its block's mean colour in [0, 1]; colours
+    clipped to [0, 1] and, with a ``palette``, snapped to its nearest colour (what the printer can make)."""
+
+    def __init__(self, start: Tensor, mask: Tensor, cell_px: int, palette: Tensor | None = None):
+        on = mask[0] > 0.5
+        ys, xs = torch.nonzero(on, as_tuple=True)
+        cols = math.ceil(mask.shape[-1] / cell_px)
+        cells = (ys // cell_px) * cols + xs // cell_px
+        _, self.index = torch.unique(cells, return_inverse=True)
+        self.blocks = int(self.index.max()) + 1 if len(self.index) else 0
+        self.on, self.mask, self.palette = on, mask, palette
+        self.start = start[:, on].clone()                                   # 3×N
+        self.cell_px = int(cell_px)
+        mean = torch.zeros(self.blocks, 3).index_add_(0, self.index, self.start.T.float())
+        mean /= torch.bincount(self.index, minlength=self.blocks).clamp(min=1)[:, None]
+        self.low, self.high = -mean, 1 - mean        # offsets beyond these only clip: a block's mean stays a colour
+
+    @property
+    def dim(self) -> int:
+        return 3 * self.blocks
+
+    def zeros(self) -> Tensor:
+        return self.start.new_zeros(self.blocks, 3)
+
+    def clamp(self, offset: Tensor) -> Tensor:
+        """``offset`` kept where every block's mean colour stays in [0, 1] (no dead zone of clipped colours)."""
+        return torch.maximum(torch.minimum(offset, self.high.to(offset)), self.low.to(offset))
+
+    def colors(self, offset: Tensor) -> Tensor:
+        """3×Ht×Wt: the colours at ``offset`` (blocks×3) under the mask, 0 elsewhere."""
+        c = (self.start + offset[self.index].T).clamp(0, 1)
+        if self.palette is not None:
+            c = self.palette[torch.cdist(c.T, self.palette).argmin(1)].T
+        out = self.start.new_zeros(3, *self.mask.shape[1:])
+        out[:, self.on] = c
+        return out
+
+    def texture(self, offset: Tensor, base: Tensor) -> Tensor:
+        return base * (1 - self.mask) + self.colors(offset) * self.mask
+
+
+@dataclass
+class Goal:
+    """What the victim's answers are judged by: the target's (or the true class's) label set, the labels that
+    read as the sign (for drives), whether the attack is targeted, and the margin at which a view is won."""
+
+    labels: tuple[int, ...]
+    signs: tuple[int, ...]
+    targeted: bool
+    margin: float
+
+    def view_loss(self, probs: Tensor) -> Tensor:
+        """B: the capped log-probability margin (lower is better for the attacker)."""
+        logp = probs.clamp(min=1e-12).log()
+        inside = probs[:, list(self.labels)].sum(-1).clamp(min=1e-12).log()
+        rest = logp.clone()
+        rest[:, list(self.labels)] = -math.inf
+        other = rest.max(-1).values
+        margin = other - inside if self.targeted else inside - other
+        return margin.clamp(min=-self.margin)
+
+    def view_success(self, labels: Tensor) -> Tensor:
+        hit = torch.isin(labels, torch.tensor(self.labels, device=labels.device))
+        return hit if self.targeted else ~hit
+
+    def reads_sign(self, labels: Tensor) -> Tensor:
+        return torch.isin(labels, torch.tensor(self.signs, device=labels.device))
+
+
+class QueryRun:
+    """One query attack: the parts, the wrapped victim, the basis, the generator and the record."""
+
+    def __init__(self, attack, setup, run, tracker, victim):
+        self.attack, self.setup, self.run, self.tracker, self.victim = attack, setup, run, tracker, victim
+        self.settings: QuerySettings = attack.query
+        s = setup
+        start = s.scene.texture if self.settings.start == "clean" else s.patch.colors().detach()
+        cell = self.cell_px(s.patch, s.scene)
+        palette = s.patch.palette if getattr(s.patch, "palette_constrained", False) else None
+        self.blocks = ColourBlocks(start.detach(), s.patch.mask, cell, palette)
+        from physattack.attack.detection_objectives import sign_labels
+
+        name = attack.target if attack.targeted else s.scene.class_name
+        self.goal = Goal(tuple(victim.label_set(name)), sign_labels(victim, s.scene), attack.targeted,
+                         self.settings.margin)
+        self.generator = torch.Generator().manual_seed(run.seed)
+        self.history: list[dict] = []
+        self.curve: list[dict] = []
+        self.step = 0
+
+    def cell_px(self, patch, scene) -> int:
+        if self.settings.cell_mm is not None:
+            return max(1, round(self.settings.cell_mm * scene.texture.shape[-1] / (scene.texture_size_m[0] * 1000)))
+        return int((patch.mask_search or {}).get("cell_px") or max(2, round(patch.mask.shape[-1] * 45 / 750)))
+
+    # -- asking the victim -----------------------------------------------------------------------------
+    def texture(self, offset: Tensor, base: Tensor) -> Tensor:
+        texture = self.blocks.texture(offset, base)
+        model = self.setup.colour_model
+        return model.print_patch(texture, self.setup.patch.mask) if model is not None else texture
+
+    def ask(self, offset: Tensor, draw) -> tuple[float, float]:
+        """(loss, success) of the patch at ``offset`` on ``draw``'s views, through the victim: loss is lower
+        for the attacker; with labels only it is minus the success (drives' share, then views' share)."""
+        s = self.setup
+        with torch.no_grad():
+            views = s.pipeline(s.scene, self.texture(offset, draw.base), draw.params)
+        images = views.images
+        asked = torch.ones(len(images), dtype=torch.bool)
+        if draw.windows is not None:                       # the stack's classifier reads only frames its detector found
+            asked[:draw.windows.frames] = draw.windows.found.cpu()
+        answer = self.victim(images[asked.to(images.device)])
+        scores = self.victim.answers == "scores"
+        full = (answer.new_zeros(len(images), answer.shape[-1]) if scores
+                else answer.new_full((len(images),), -1))
+        full[asked.to(full.device)] = answer
+        labels = full.argmax(-1) if scores else full
+        won = self.goal.view_success(labels) & asked.to(labels.device)
+        success = float(won[asked.to(won.device)].float().mean()) if asked.any() else 0.0
+        if draw.windows is not None:
+            success = float(draw.windows.success(self.goal.reads_sign(labels) & asked.to(labels.device), won))
+        if not scores:
+            return -success - 1e-3 * float(won.float().mean()), success
+        loss = self.goal.view_loss(full[asked.to(full.device)]).mean()
+        if draw.windows is not None:
+            p_sign = full[:, list(self.goal.signs)].sum(-1)
+            loss = loss + draw.windows.objective.weight * draw.windows.margin(p_sign).mean()
+        return float(loss), success
+
+    # -- the steps -------------------------------------------------------------------------------------
+    def draw(self):
+        s, a = self.setup, self.attack
+        progress = min(1.0, self.victim.images / max(1, self.victim.budget or 1))
+        if hasattr(s.sampler, "refit") and s.sampler.refit_due(self.step):
+            with torch.no_grad():
+                texture = self.texture(self.offset, s.scene.texture)
+            own = torch.Generator().manual_seed(self.run.seed * 100_003 + self.step)
+            s.sampler.refit(self.step, s.scene, texture, own)
+        label = a.label(self.victim, s.scene)
+        return a.draw(s.sampler, self.generator, s.scene, label, progress), progress
+
+    def nes_step(self, adam) -> dict:
+        draw, progress = self.draw()
+        st = self.settings
+        u = torch.randn(st.samples, self.blocks.blocks, 3, generator=self.generator)
+        losses, wins = [], []
+        for i in range(st.samples):
+            for sign in (1.0, -1.0):
+                f, w = self.ask(self.offset + sign * st.sigma * u[i], draw)
+                losses.append(f)
+                wins.append(w)
+        plus, minus = torch.tensor(losses[0::2]), torch.tensor(losses[1::2])
+        grad = ((plus - minus)[:, None, None] * u).sum(0) / (2 * st.sigma * st.samples)
+        for group in adam.param_groups:
+            group["lr"] = st.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+        self.offset.grad = grad.to(self.offset)
+        adam.step()
+        with torch.no_grad():
+            self.offset.copy_(self.blocks.clamp(self.offset))
+        return {"loss": sum(losses) / len(losses), "batch_success": sum(wins) / len(wins),
+                "lr": adam.param_groups[0]["lr"], "grad_norm": float(grad.abs().sum())}
+
+    def search_step(self) -> dict:
+        draw, progress = self.draw()
+        st = self.settings
+        parent_loss, parent_win = self.ask(self.offset, draw)
+        share = st.change * (1 - 0.75 * progress)
+        k = max(1, round(share * self.blocks.blocks))
+        best = (parent_loss, parent_win, None)
+        for _ in range(st.samples):
+            child = self.offset.detach().clone()
+            pick = torch.randperm(self.blocks.blocks, generator=self.generator)[:k]
+            step = (torch.rand(k, 3, generator=self.generator) * 2 - 1) * st.epsilon
+            child[pick] = child[pick] + step.to(child)
+            child = self.blocks.clamp(child)
+            loss, win = self.ask(child, draw)
+            if loss <= best[0]:
+                best = (loss, win, child)
+        accepted = best[2] is not None
+        if accepted:
+            with torch.no_grad():
+                self.offset.copy_(best[2])
+        return {"loss": best[0], "batch_success": best[1], "parent_success": parent_win, "accepted": int(accepted),
+                "blocks_changed": k}
+
+    def judge(self) -> None:
+        """The current patch on the quick grid through the victim itself (not counted), for the plot."""
+        if self.setup.judge is None:
+            return
+        with torch.no_grad():
+            rate = float(self.setup.judge(self.texture(self.offset, self.setup.scene.texture)))
+        self.curve.append({"images": self.victim.images, "step": self.step, "success": rate})
+        if self.tracker is not None:
+            self.tracker.log({"query/images": self.victim.images, "query/judged_success": rate}, step=self.step)
+
+    def go(self) -> dict:
+        st, victim = self.settings, self.victim
+        cost = check_budget(st, victim.budget, self.setup.sampler, self.attack.batch_size)
+        self.offset = torch.zeros(self.blocks.blocks, 3, requires_grad=False)
+        adam = torch.optim.Adam([self.offset], lr=st.lr) if st.method == "nes" else None
+        if adam is not None:
+            self.offset.requires_grad_(True)          # Adam's parameter; never part of a graph (no victim sees it)
+        self.judge()
+        next_judge = st.judge_every or math.inf
+        bar = tqdm(total=victim.budget, desc=f"queries ({st.method}, {st.answers})", unit="img",
+                   disable=not self.run.progress)
+        ema = 0.0
+        try:
+            while victim.can_answer(cost) and not self.attack._signals.stop:
+                before = victim.images
+                record = self.nes_step(adam) if adam is not None else self.search_step()
+                self.step += 1
+                ema = record["batch_success"] if self.step == 1 else 0.9 * ema + 0.1 * record["batch_success"]
+                record.update(step=self.step, images=victim.images, running_success=ema, adv_loss=record["loss"])
+                self.history.append(record)
+                if self.tracker is not None:
+                    self.tracker.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=self.step)
+                bar.update(victim.images - before)
+                bar.set_postfix(success=f"{ema:.2f}")
+                if victim.images >= next_judge:
+                    self.judge()
+                    next_judge = (victim.images // st.judge_every + 1) * st.judge_every
+        finally:
+            bar.close()
+        if not self.curve or self.curve[-1]["images"] != victim.images:
+            self.judge()
+        return {"victim": victim.name, "answers": st.answers, "optimizer": st.method, "images": victim.images,
+                "budget": victim.budget, "steps": self.step, "images_per_step": cost, "blocks": self.blocks.blocks,
+                "block_px": self.blocks.cell_px, "start": st.start, "curve": self.curve,
+                "gradient_calls": 0}
+
+
+def run_query(attack, setup, run, run_dir: str | Path, tracker=None):
+    """Run ``attack`` (an ``EOTAttack`` with ``method=query``) on ``setup``: wrap the victim, spend the budget,
+    leave the patch at the final colours; returns the ``AttackResult`` with its ``queries`` record."""
+    from physattack.attack.loop import AttackResult
+    from physattack.victims.query import QueryVictim
+
+    setup.patch.anneal(1.0)
+    victim = QueryVictim(setup.victim, attack.query.answers, attack.queries, setup.victim_name)
+    runner = QueryRun(attack, setup, run, tracker, victim)
+    attack._signals.install()
+    try:
+        queries = runner.go()
+    finally:
+        attack._signals.restore()
+    with torch.no_grad():
+        setup.patch.set_colors(runner.blocks.colors(runner.offset.detach()))
+    state = {k: v.detach().clone() for k, v in setup.patch.state_dict().items()}
+    return AttackResult(best_state=state, best_step=runner.step, steps_done=runner.step, history=runner.history,
+                        interrupted=attack._signals.stop, signal=attack._signals.signal, queries=queries)
+
+
+__all__ = ["ColourBlocks", "check_budget", "Goal", "OPTIMIZERS", "QueryAttackError", "QuerySettings", "run_query", "views_per_step"]

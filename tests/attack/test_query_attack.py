@@ -1,0 +1,121 @@
+"""Gradient-free EOT through a query-only victim: planted score functions whose optimum is known are found
+within a stated budget, with scores (NES) and with labels only (random search); no backward pass is ever
+taken and the images asked about are counted exactly."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from physattack.attack import AttackError, AttackSetup, EOTAttack
+from physattack.config import RunConfig
+from physattack.patch.sticker import StickerPatch
+from physattack.victims.base import Classifier
+
+BEST = torch.tensor([0.9, 0.2, 0.6])        # the planted optimum: the sticker colour that reads as yield
+
+
+class Planted(Classifier):
+    """Reads the mean colour of the sticker square: yield the nearer it is to ``BEST`` (within ``radius``)."""
+
+    labels = ("stop", "yield")
+
+    def __init__(self, radius: float = 0.2):
+        super().__init__()
+        self.radius = radius
+        self.register_buffer("best", BEST.clone())
+
+    def logits(self, images):
+        colour = images[:, :, 4:12, 4:12].mean((2, 3))
+        d2 = ((colour - self.best) ** 2).sum(-1)
+        return torch.stack([torch.full_like(d2, -8 * self.radius ** 2), -8 * d2], -1) * 10
+
+
+class Shifts:
+    """EOT views: each view is the texture under its own colour shift (a light), drawn from the generator."""
+
+    def __init__(self, std: float):
+        self.std = std
+
+    def sample(self, n, generator):
+        return torch.randn(n, 3, 1, 1, generator=generator) * self.std
+
+
+def pipeline(scene, texture, params):
+    return SimpleNamespace(images=(texture[None] + params).clamp(0, 1))
+
+
+def setup_for(victim, std: float) -> AttackSetup:
+    mask = torch.zeros(1, 16, 16)
+    mask[:, 4:12, 4:12] = 1
+    scene = SimpleNamespace(texture=torch.full((3, 16, 16), 0.5), class_name="stop", texture_size_m=(0.75, 0.75),
+                            face_mask=torch.ones(1, 16, 16))
+    return AttackSetup(scene=scene, patch=StickerPatch(mask), victim=victim, pipeline=pipeline, sampler=Shifts(std),
+                       palette=torch.eye(3), victim_name="planted")
+
+
+def sticker_colour(setup) -> torch.Tensor:
+    with torch.no_grad():
+        return setup.patch.colors()[:, 4:12, 4:12].mean((1, 2))
+
+
+@pytest.fixture
+def no_backward(monkeypatch):
+    """Any backward pass or autograd.grad during the test fails it."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a query attack called backward")
+    monkeypatch.setattr(torch.Tensor, "backward", refuse)
+    monkeypatch.setattr(torch.autograd, "backward", refuse)
+    monkeypatch.setattr(torch.autograd, "grad", refuse)
+
+
+def test_scores_find_the_planted_optimum_within_the_budget(tmp_path, no_backward):
+    setup = setup_for(Planted(), std=0.02)
+    attack = EOTAttack(method="query", queries=12_000, batch_size=8,
+                       query={"answers": "scores", "samples": 8, "sigma": 0.05, "lr": 0.05, "margin": 50.0})
+    result = attack.run(setup, RunConfig(progress=False), tmp_path)
+    q = result.queries
+    assert q["optimizer"] == "nes" and q["gradient_calls"] == 0
+    per_step = 8 * 2 * 8
+    assert q["images_per_step"] == per_step and q["images"] == q["steps"] * per_step <= 12_000
+    assert q["images"] > 12_000 - per_step                       # the budget is spent, never exceeded
+    assert torch.linalg.norm(sticker_colour(setup) - BEST) < 0.08
+
+
+def test_labels_only_find_it_too_through_the_share_of_views_won(tmp_path, no_backward):
+    victim = Planted(radius=0.3)
+    setup = setup_for(victim, std=0.15)
+    start = torch.linalg.norm(sticker_colour(setup) - BEST)
+    attack = EOTAttack(method="query", queries=15_000, batch_size=16,
+                       query={"answers": "labels", "samples": 4, "epsilon": 0.3, "change": 0.5})
+    result = attack.run(setup, RunConfig(progress=False), tmp_path)
+    assert result.queries["optimizer"] == "search" and result.queries["answers"] == "labels"
+    assert result.queries["images"] == result.queries["steps"] * 16 * 5
+    end = torch.linalg.norm(sticker_colour(setup) - BEST)
+    assert end < 0.15 < 0.5 < start
+
+
+def test_decision_based_mode_never_sees_a_score(tmp_path, monkeypatch):
+    from physattack.victims import query
+
+    seen = []
+    original = query.QueryVictim.__call__
+    monkeypatch.setattr(query.QueryVictim, "__call__", lambda self, x: seen.append(original(self, x)) or seen[-1])
+    setup = setup_for(Planted(), std=0.25)
+    EOTAttack(method="query", queries=400, batch_size=8, query={"answers": "labels", "samples": 2}).run(
+        setup, RunConfig(progress=False), tmp_path)
+    assert seen and all(a.dtype == torch.long and a.dim() == 1 for a in seen)
+
+
+def test_bad_settings_are_one_sentence():
+    with pytest.raises(AttackError, match="attack.method must be gradient or query"):
+        EOTAttack(method="magic")
+    with pytest.raises(AttackError, match="optimizer=nes estimates gradients from scores"):
+        EOTAttack(method="query", query={"answers": "labels", "optimizer": "nes"})
+    with pytest.raises(AttackError, match="attack.query.sampels is not a setting"):
+        EOTAttack(method="query", query={"sampels": 3})
+    attack = EOTAttack(method="query", queries=100, batch_size=8, query={"samples": 8})
+    with pytest.raises(AttackError, match=r"attack.queries=100 is below one step's 128 images"):
+        attack.check_budget(Shifts(0.1))

@@ -1,0 +1,61 @@
+"""``attack.method=query`` through the command: a finished run's patch (``init=``) refined through a victim
+that answers only scores, the images counted exactly, the queried victim reported as query-attacked and the
+init run's victims as attacked by gradient (never held out); bad input is one sentence naming the key."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from commands import TINY, call, one_sentence, run_module
+
+from physattack.cli.attack import main as attack_main
+
+QUERY = ["attack.method=query", "victim=zoo_convnext_atto", "attack.query.samples=2", "attack.query.judge_every=50",
+         "attack.query.judge_views=8"]
+
+
+def test_a_query_run_refines_the_init_patch_and_says_what_it_asked(finished_run, in_tmp):
+    out = in_tmp / "q"
+    proc = run_module("physattack", ["+scene=stop_sign", "attack=yield", *TINY, *QUERY, f"init={finished_run}",
+                                     "attack.queries=100", "~evaluation.victims.zoo_vit",
+                                     "~evaluation.victims.zoo_resnet10t_96", f"hydra.run.dir={out}"], in_tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads((out / "metrics.json").read_text())
+    q = m["query"]
+    assert m["kind"] == "query" and q["victim"] == "zoo_convnext_atto" and q["answers"] == "scores"
+    # the tiny approach: one drive of one 5-frame window and two views, 2 antithetic pairs: at most 28 images a step
+    assert q["images_per_step"] == 28 and 0 < q["images"] <= 100 and q["images"] + 28 > 100
+    assert q["curve"][0]["images"] == 0 and q["curve"][-1]["images"] == q["images"]
+    assert q["attacked_by_gradient"] == ["signnet"] and m["init"]["run"] == str(finished_run)
+    rows = m["heldout"]["victims"]["members"]
+    assert rows["zoo_convnext_atto"]["role"] == "attacked" and rows["signnet"]["role"] == "attacked"
+    assert rows["signnet_seed1"]["role"] == "held-out"
+    assert {"vgg", "convnext"} <= set(m["heldout"]["victims"]["held_out_families"]["attacked_families"])
+    assert "query-attacked zoo_convnext_atto with" in m["headline"] and "from a patch attacked by gradient on signnet" \
+        in m["headline"]
+    assert (out / "queries.png").is_file() and "## Queries" in (out / "report.md").read_text()
+    assert "| signnet | vgg | attacked by gradient (init run) |" in proc.stdout
+    mine, theirs = (torch.load(p / "patch.pt", weights_only=True) for p in (out, finished_run))
+    mine, theirs = (s.get("patch", s) for s in (mine, theirs))
+    assert torch.equal(mine["mask"], theirs["mask"])              # the stickers stay where the init run put them
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["attack.queries=10", "patch.shape=bars"], ["attack.queries=10 is below one step's 28 images"]),
+    (["attack.query.answers=labels", "attack.query.optimizer=nes"], ["attack.query.optimizer=nes", "labels"]),
+    ([], ["patch.shape=search", "init="]),
+    (["victim=ensemble"], ["attack.method=query", "single classifier"]),
+])
+def test_bad_query_settings_are_one_sentence(extra, words, in_tmp, capsys):
+    assert call(attack_main, ["+scene=stop_sign", *TINY, *QUERY, *extra]) == 2
+    msg = one_sentence(capsys)
+    for w in words:
+        assert w in msg, msg
+
+
+def test_init_from_a_run_of_another_scene_names_the_key(finished_run, in_tmp, capsys):
+    assert call(attack_main, ["+scene=yield_sign", "attack=untargeted", *TINY, f"init={finished_run}"]) == 2
+    msg = one_sentence(capsys)
+    assert f"init={finished_run}" in msg and "stop_sign" in msg and "yield_sign" in msg
