@@ -119,3 +119,17 @@ def test_bad_settings_are_one_sentence():
     attack = EOTAttack(method="query", queries=100, batch_size=8, query={"samples": 8})
     with pytest.raises(AttackError, match=r"attack.queries=100 is below one step's 128 images"):
         attack.check_budget(Shifts(0.1))
+
+
+def test_a_patch_takes_the_colours_the_optimizer_hands_back():
+    mask = torch.zeros(1, 8, 8)
+    mask[:, 2:6, 2:6] = 1
+    colours = torch.rand(3, 8, 8)
+    free = StickerPatch(mask)
+    free.set_colors(colours)
+    assert torch.allclose(free.colors()[:, 2:6, 2:6], colours[:, 2:6, 2:6], atol=1e-4)
+    palette = torch.tensor([[1.0, 1, 1], [0, 0, 0], [1, 0, 0]])
+    printable = StickerPatch(mask, palette=palette)
+    printable.set_colors(torch.tensor([0.9, 0.1, 0.2]).view(3, 1, 1).expand(3, 8, 8))
+    printable.anneal(0.2)                                  # even a soft temperature keeps the colour chosen
+    assert torch.allclose(printable.colors()[:, 3, 3], palette[2], atol=1e-3)
