@@ -316,7 +316,7 @@ class EOTAttack:
         if self.method == "query":
             from physattack.attack.query import check_budget
 
-            check_budget(self.query, self.queries, sampler, self.batch_size)
+            check_budget(self.query, self.queries, sampler)
 
     def _start(self, setup: AttackSetup, run: RunConfig, generator: torch.Generator) -> _Loop:
         self.check_patch(setup.patch, setup.placed)

@@ -47,6 +47,8 @@ class QuerySettings:
         answers: what the victim gives: ``scores`` (probabilities) or ``labels`` (the top class only).
         optimizer: ``nes`` (scores only), ``search`` (either), or ``auto``: nes with scores, search with labels.
         samples: antithetic pairs (nes) or children (search) per step.
+        views: EOT views each candidate is judged on, for a sampler of independent views (``eot=default``); a sampler
+            of approach windows (``eot=approach``) sets its own (its windows' frames and views).
         sigma: nes: the std of a block's colour perturbation, in [0, 1] colour units.
         lr: nes: Adam's step on the block offsets (cosine to 10 % over the budget).
         change: search: the share of blocks a child redraws at the start (a quarter of it at the end).
@@ -62,12 +64,13 @@ class QuerySettings:
 
     answers: str = "scores"
     optimizer: str = "auto"
-    samples: int = 8
-    sigma: float = 0.06
-    lr: float = 0.04
+    samples: int = 4
+    views: int = 64
+    sigma: float = 0.2
+    lr: float = 0.3
     change: float = 0.15
     epsilon: float = 0.35
-    cell_mm: float | None = None
+    cell_mm: float | None = 90.0
     start: str = "patch"
     margin: float = 2.0
     judge_every: int = 5000
@@ -85,6 +88,7 @@ class QuerySettings:
         if self.start not in STARTS:
             raise E(f"{k}start must be patch or clean, not {self.start!r}.")
         self.samples = E.check_range(k + "samples", self.samples, 1, integer=True, why="pairs or children per step")
+        self.views = E.check_range(k + "views", self.views, 1, integer=True, why="views per candidate")
         E.check_range(k + "sigma", self.sigma, 0, 1, lo_open=True, why="colour units")
         E.check_range(k + "lr", self.lr, 0, lo_open=True)
         E.check_range(k + "change", self.change, 0, 1, lo_open=True, why="the share of blocks a child redraws")
@@ -118,9 +122,9 @@ class QuerySettings:
         return views * (2 * self.samples if self.method == "nes" else 1 + self.samples)
 
 
-def check_budget(settings: QuerySettings, queries: int | None, sampler, batch_size: int) -> int:
+def check_budget(settings: QuerySettings, queries: int | None, sampler) -> int:
     """One step's images; a budget (``queries``) below them is one sentence naming ``attack.queries``."""
-    views = views_per_step(sampler, batch_size)
+    views = views_per_step(sampler, settings.views)
     cost = settings.images_per_step(views)
     if queries is not None and cost > queries:
         raise QueryAttackError(f"attack.queries={queries} is below one step's {cost} images ({views} views x "
@@ -128,11 +132,11 @@ def check_budget(settings: QuerySettings, queries: int | None, sampler, batch_si
     return cost
 
 
-def views_per_step(sampler, batch_size: int) -> int:
-    """The most views one step draws: approach windows' frames (and independent views), or ``batch_size``."""
+def views_per_step(sampler, views: int) -> int:
+    """The most views one step draws: approach windows' frames (and independent views), or ``views``."""
     if hasattr(sampler, "windows"):
         return sampler.drives * sampler.segments * sampler.decision.n + getattr(sampler, "views_per_step", 0)
-    return batch_size
+    return views
 
 
 class ColourBlocks:
@@ -276,7 +280,11 @@ class QueryRun:
             own = torch.Generator().manual_seed(self.run.seed * 100_003 + self.step)
             s.sampler.refit(self.step, s.scene, texture, own)
         label = a.label(self.victim, s.scene)
-        return a.draw(s.sampler, self.generator, s.scene, label, progress), progress
+        if hasattr(s.sampler, "windows"):
+            return a.draw(s.sampler, self.generator, s.scene, label, progress), progress
+        from physattack.attack.loop import Draw
+
+        return Draw(s.sampler.sample(self.settings.views, self.generator), s.scene.texture, label), progress
 
     def nes_step(self, adam) -> dict:
         draw, progress = self.draw()
@@ -334,7 +342,7 @@ class QueryRun:
 
     def go(self) -> dict:
         st, victim = self.settings, self.victim
-        cost = check_budget(st, victim.budget, self.setup.sampler, self.attack.batch_size)
+        cost = check_budget(st, victim.budget, self.setup.sampler)
         self.offset = torch.zeros(self.blocks.blocks, 3, requires_grad=False)
         adam = torch.optim.Adam([self.offset], lr=st.lr) if st.method == "nes" else None
         if adam is not None:

@@ -73,8 +73,9 @@ def no_backward(monkeypatch):
 
 def test_scores_find_the_planted_optimum_within_the_budget(tmp_path, no_backward):
     setup = setup_for(Planted(), std=0.02)
-    attack = EOTAttack(method="query", queries=12_000, batch_size=8,
-                       query={"answers": "scores", "samples": 8, "sigma": 0.05, "lr": 0.05, "margin": 50.0})
+    attack = EOTAttack(method="query", queries=12_000,
+                       query={"answers": "scores", "samples": 8, "views": 8, "sigma": 0.05, "lr": 0.05, "margin": 50.0,
+                              "cell_mm": None})
     result = attack.run(setup, RunConfig(progress=False), tmp_path)
     q = result.queries
     assert q["optimizer"] == "nes" and q["gradient_calls"] == 0
@@ -88,8 +89,9 @@ def test_labels_only_find_it_too_through_the_share_of_views_won(tmp_path, no_bac
     victim = Planted(radius=0.3)
     setup = setup_for(victim, std=0.15)
     start = torch.linalg.norm(sticker_colour(setup) - BEST)
-    attack = EOTAttack(method="query", queries=15_000, batch_size=16,
-                       query={"answers": "labels", "samples": 4, "epsilon": 0.3, "change": 0.5})
+    attack = EOTAttack(method="query", queries=15_000,
+                       query={"answers": "labels", "samples": 4, "views": 16, "epsilon": 0.3, "change": 0.5,
+                              "cell_mm": None})
     result = attack.run(setup, RunConfig(progress=False), tmp_path)
     assert result.queries["optimizer"] == "search" and result.queries["answers"] == "labels"
     assert result.queries["images"] == result.queries["steps"] * 16 * 5
@@ -104,7 +106,7 @@ def test_decision_based_mode_never_sees_a_score(tmp_path, monkeypatch):
     original = query.QueryVictim.__call__
     monkeypatch.setattr(query.QueryVictim, "__call__", lambda self, x: seen.append(original(self, x)) or seen[-1])
     setup = setup_for(Planted(), std=0.25)
-    EOTAttack(method="query", queries=400, batch_size=8, query={"answers": "labels", "samples": 2}).run(
+    EOTAttack(method="query", queries=400, query={"answers": "labels", "samples": 2, "views": 8}).run(
         setup, RunConfig(progress=False), tmp_path)
     assert seen and all(a.dtype == torch.long and a.dim() == 1 for a in seen)
 
@@ -116,7 +118,7 @@ def test_bad_settings_are_one_sentence():
         EOTAttack(method="query", query={"answers": "labels", "optimizer": "nes"})
     with pytest.raises(AttackError, match="attack.query.sampels is not a setting"):
         EOTAttack(method="query", query={"sampels": 3})
-    attack = EOTAttack(method="query", queries=100, batch_size=8, query={"samples": 8})
+    attack = EOTAttack(method="query", queries=100, query={"samples": 8, "views": 8})
     with pytest.raises(AttackError, match=r"attack.queries=100 is below one step's 128 images"):
         attack.check_budget(Shifts(0.1))
 
