@@ -9,14 +9,15 @@ sampler draws them (the decision-level objective: the share of drives that run t
 
 Two optimizers:
 
-- ``nes`` (scores): natural-evolution-strategy gradient estimates with antithetic pairs (Wierstra et al.,
-  JMLR 2014; as a black-box attack: Ilyas et al., "Black-box Adversarial Attacks with Limited Queries and
-  Information", ICML 2018), Adam on the estimate. Loss: the log-probability margin of the target over the
-  best other label (capped at ``margin``, so won views stop pulling), plus the drives' stop margin.
-- ``search`` (labels, or scores): a (1+λ) random search that redraws a shrinking share of the blocks per
-  child and keeps the best child when it is no worse on the step's views, in the spirit of Square Attack
-  (Andriushchenko et al., ECCV 2020). With labels only, EOT turns a hard label into a graded fitness: the
-  share of views (or drives) the patch wins.
+- ``nes``: natural-evolution-strategy gradient estimates with antithetic pairs (Wierstra et al., JMLR 2014; as
+  a black-box attack: Ilyas et al., "Black-box Adversarial Attacks with Limited Queries and Information", ICML
+  2018), Adam on the estimate. With scores the loss is the log-probability margin of the target over the best
+  other label (capped at ``margin``, so won views stop pulling), plus the drives' stop margin; with labels only
+  it is minus the share of the step's views (and drives) won: EOT turns a hard label into a graded score, as
+  Ilyas et al.'s label-only attack does with noise.
+- ``search``: a (1+λ) random search that redraws a shrinking share of the blocks per child and keeps the best
+  child when it is no worse on the step's views, in the spirit of Square Attack (Andriushchenko et al., ECCV
+  2020).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ class QuerySettings:
 
     Args:
         answers: what the victim gives: ``scores`` (probabilities) or ``labels`` (the top class only).
-        optimizer: ``nes`` (scores only), ``search`` (either), or ``auto``: nes with scores, search with labels.
+        optimizer: ``nes`` or ``search``, either with scores or labels; ``auto``: nes (with labels only it estimates
+            the gradient of the share of the step's views won, which EOT makes a graded score).
         samples: antithetic pairs (nes) or children (search) per step.
         views: EOT views each candidate is judged on, for a sampler of independent views (``eot=default``); a sampler
             of approach windows (``eot=approach``) sets its own (its windows' frames and views).
@@ -82,9 +84,6 @@ class QuerySettings:
             raise E(f"{k}answers must be scores or labels, not {self.answers!r}.")
         if self.optimizer not in (*OPTIMIZERS, "auto"):
             raise E(f"{k}optimizer must be nes, search or auto, not {self.optimizer!r}.")
-        if self.optimizer == "nes" and self.answers == "labels":
-            raise E(f"{k}optimizer=nes estimates gradients from scores, but {k}answers=labels gives none: use "
-                    f"{k}optimizer=search (or auto) with labels.")
         if self.start not in STARTS:
             raise E(f"{k}start must be patch or clean, not {self.start!r}.")
         self.samples = E.check_range(k + "samples", self.samples, 1, integer=True, why="pairs or children per step")
@@ -113,9 +112,7 @@ class QuerySettings:
 
     @property
     def method(self) -> str:
-        if self.optimizer != "auto":
-            return self.optimizer
-        return "nes" if self.answers == "scores" else "search"
+        return "nes" if self.optimizer == "auto" else self.optimizer
 
     def images_per_step(self, views: int) -> int:
         """The most images one step asks about with ``views`` views per candidate."""

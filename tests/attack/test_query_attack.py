@@ -85,16 +85,20 @@ def test_scores_find_the_planted_optimum_within_the_budget(tmp_path, no_backward
     assert torch.linalg.norm(sticker_colour(setup) - BEST) < 0.08
 
 
-def test_labels_only_find_it_too_through_the_share_of_views_won(tmp_path, no_backward):
+@pytest.mark.parametrize("optimizer, settings", [
+    ("search", {"samples": 4, "epsilon": 0.3, "change": 0.5}),
+    ("nes", {"samples": 4, "sigma": 0.1, "lr": 0.05}),
+])
+def test_labels_only_find_it_too_through_the_share_of_views_won(optimizer, settings, tmp_path, no_backward):
     victim = Planted(radius=0.3)
     setup = setup_for(victim, std=0.15)
     start = torch.linalg.norm(sticker_colour(setup) - BEST)
     attack = EOTAttack(method="query", queries=15_000,
-                       query={"answers": "labels", "samples": 4, "views": 16, "epsilon": 0.3, "change": 0.5,
-                              "cell_mm": None})
+                       query={"answers": "labels", "optimizer": optimizer, "views": 16, "cell_mm": None, **settings})
     result = attack.run(setup, RunConfig(progress=False), tmp_path)
-    assert result.queries["optimizer"] == "search" and result.queries["answers"] == "labels"
-    assert result.queries["images"] == result.queries["steps"] * 16 * 5
+    assert result.queries["optimizer"] == optimizer and result.queries["answers"] == "labels"
+    per_step = 16 * (5 if optimizer == "search" else 8)
+    assert result.queries["images"] == result.queries["steps"] * per_step
     end = torch.linalg.norm(sticker_colour(setup) - BEST)
     assert end < 0.15 < 0.5 < start
 
@@ -114,8 +118,8 @@ def test_decision_based_mode_never_sees_a_score(tmp_path, monkeypatch):
 def test_bad_settings_are_one_sentence():
     with pytest.raises(AttackError, match="attack.method must be gradient or query"):
         EOTAttack(method="magic")
-    with pytest.raises(AttackError, match="optimizer=nes estimates gradients from scores"):
-        EOTAttack(method="query", query={"answers": "labels", "optimizer": "nes"})
+    with pytest.raises(AttackError, match="attack.query.start must be patch or clean"):
+        EOTAttack(method="query", query={"start": "random"})
     with pytest.raises(AttackError, match="attack.query.sampels is not a setting"):
         EOTAttack(method="query", query={"sampels": 3})
     attack = EOTAttack(method="query", queries=100, query={"samples": 8, "views": 8})

@@ -44,7 +44,7 @@ def test_a_query_run_refines_the_init_patch_and_says_what_it_asked(finished_run,
 
 @pytest.mark.parametrize("extra, words", [
     (["attack.queries=10", "patch.shape=bars"], ["attack.queries=10 is below one step's 28 images"]),
-    (["attack.query.answers=labels", "attack.query.optimizer=nes"], ["attack.query.optimizer=nes", "labels"]),
+    (["attack.query.answers=logits"], ["attack.query.answers must be scores or labels", "logits"]),
     ([], ["patch.shape=search", "init="]),
     (["victim=ensemble"], ["attack.method=query", "single classifier"]),
 ])
