@@ -61,7 +61,8 @@ def run_drive(cfg: DictConfig, out_dir: str | Path) -> dict:
     summary = {"scene": run.scene.name, "attack": (folder.report.summary.get("attack") if folder.report else None)
                or (f"targeted -> {run.target}" if run.target else str(run.cfg.attack.get("objective", "untargeted"))),
                "run_dir": str(run.run_dir)}
-    members = kind.pool(run.cfg, dict(zip(run.victim_names, getattr(run.victim, "members", [run.victim]))), device)
+    members = kind.pool(run.cfg, dict(zip(run.victim_names, getattr(run.victim, "members", [run.victim]))), device,
+                        folder.prior)
     perception = kind.perception(cfg.drive, PerceptionInputs(run.victim, run.victim_names, members,
                                                              (run.image_size[0], float(run.cfg.eot.grid.frame)),
                                                              device))

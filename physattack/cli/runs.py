@@ -46,6 +46,12 @@ class RunFolder:
         names = (self.report.summary.get("victim_names") if self.report is not None else None)
         return list(names) if names else []
 
+    @property
+    def prior(self) -> tuple[str, ...]:
+        """The victims the run this one started from (``init=``) attacked: attacked here too, never held out."""
+        init = (self.report.summary.get("init") if self.report is not None else None) or {}
+        return tuple(init.get("attacked_by_gradient") or ())
+
     def scene_and_patch(self, device="cpu"):
         """The run's scene and its patch, with ``patch.pt`` loaded as data only."""
         scene = build.scene(self.cfg, device)

@@ -40,6 +40,14 @@ def test_a_query_run_refines_the_init_patch_and_says_what_it_asked(finished_run,
     mine, theirs = (torch.load(p / "patch.pt", weights_only=True) for p in (out, finished_run))
     mine, theirs = (s.get("patch", s) for s in (mine, theirs))
     assert torch.equal(mine["mask"], theirs["mask"])              # the stickers stay where the init run put them
+    panel = m["drive"]["panel"]["members"]                          # the run's quick drives: the same roles
+    assert panel["signnet"]["role"] == "attacked" and panel["zoo_convnext_atto"]["role"] == "attacked"
+    # and so does the drive command on the finished run (it reads the init run's victims from the report)
+    proc = run_module("physattack.drive", [f"run_dir={out}", "drive=quick", "drive.settings.videos=0",
+                                           "drive.settings.timelines=0", "progress=false"], in_tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    panel = json.loads((out / "drive-2" / "drive.json").read_text())["panel"]["members"]
+    assert panel["signnet"]["role"] == "attacked" and panel["signnet_seed1"]["role"] == "held-out"
 
 
 @pytest.mark.parametrize("extra, words", [

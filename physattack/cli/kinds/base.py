@@ -57,8 +57,9 @@ class AttackKind:
         attacked victims' names as the protocol calls them; None when the kind has none."""
         return None, inputs.names
 
-    def pool(self, cfg: DictConfig, attacked: dict[str, object], device) -> dict | None:
-        """``{name: Member}``: the attacked victims and the held-out ones of ``evaluation``'s pool."""
+    def pool(self, cfg: DictConfig, attacked: dict[str, object], device, prior: tuple[str, ...] = ()) -> dict | None:
+        """``{name: Member}``: the attacked victims and the held-out ones of ``evaluation``'s pool; those of ``prior``
+        (the ``init=`` run's victims) count as attacked."""
         return None
 
     def judge(self, parts, run):

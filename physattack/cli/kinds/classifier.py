@@ -138,7 +138,7 @@ class ClassifierKind(AttackKind):
         summary["victim_names"] = list(run.victim_names)
         device = build.device_of(cfg.device)
         members = self.pool(merged, dict(zip(run.victim_names, getattr(run.victim, "members", [run.victim]))),
-                            device, tuple((s.get("init") or {}).get("attacked_by_gradient") or ()))
+                            device, run.folder.prior)
         protocol = HeldOutRun(run.eval_pipeline, build.protocol_grid(merged, len(run.eval_bank)),
                               build.make(merged.evaluation.settings, _convert_="all"), run.plain_pipeline(),
                               members=members, patch=run.patch)

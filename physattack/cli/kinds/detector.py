@@ -33,11 +33,11 @@ class DetectorKind(AttackKind):
 
     def protocol(self, cfg: DictConfig, inputs: ProtocolInputs):
         attacked = dict(zip(inputs.names, getattr(inputs.victim, "members", [inputs.victim])))
-        members = self.pool(cfg, attacked, inputs.device)
+        members = self.pool(cfg, attacked, inputs.device, inputs.prior)
         return members, [n for n, m in members.items() if m.role == "attacked"]
 
-    def pool(self, cfg: DictConfig, attacked: dict[str, object], device) -> dict:
-        return build.protocol_members((cfg.get("evaluation") or {}).get("detectors"), attacked, device)
+    def pool(self, cfg: DictConfig, attacked: dict[str, object], device, prior: tuple[str, ...] = ()) -> dict:
+        return build.protocol_members((cfg.get("evaluation") or {}).get("detectors"), attacked, device, prior=prior)
 
     def members(self, protocol) -> dict | None:
         return protocol
