@@ -30,7 +30,9 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from physattack.attack.loop import AttackError
+from physattack.attack.detection_objectives import sign_labels
+from physattack.attack.loop import AttackError, AttackResult, Draw
+from physattack.patch.placement import texels_per_mm
 
 OPTIMIZERS = ("nes", "search")
 STARTS = ("patch", "clean")
@@ -155,13 +157,6 @@ class ColourBlocks:
         mean /= torch.bincount(self.index, minlength=self.blocks).clamp(min=1)[:, None]
         self.low, self.high = -mean, 1 - mean        # offsets beyond these only clip: a block's mean stays a colour
 
-    @property
-    def dim(self) -> int:
-        return 3 * self.blocks
-
-    def zeros(self) -> Tensor:
-        return self.start.new_zeros(self.blocks, 3)
-
     def clamp(self, offset: Tensor) -> Tensor:
         """``offset`` kept where every block's mean colour stays in [0, 1] (no dead zone of clipped colours)."""
         return torch.maximum(torch.minimum(offset, self.high.to(offset)), self.low.to(offset))
@@ -216,10 +211,9 @@ class QueryRun:
         s = setup
         start = s.scene.texture if self.settings.start == "clean" else s.patch.colors().detach()
         cell = self.cell_px(s.patch, s.scene)
-        palette = s.patch.palette if getattr(s.patch, "palette_constrained", False) else None
+        palette = s.patch.palette if s.patch.palette_constrained else None
         self.blocks = ColourBlocks(start.detach(), s.patch.mask, cell, palette)
-        from physattack.attack.detection_objectives import sign_labels
-
+        self.label = attack.label(victim, s.scene)
         name = attack.target if attack.targeted else s.scene.class_name
         self.goal = Goal(tuple(victim.label_set(name)), sign_labels(victim, s.scene), attack.targeted,
                          self.settings.margin)
@@ -229,9 +223,10 @@ class QueryRun:
         self.step = 0
 
     def cell_px(self, patch, scene) -> int:
+        """A block's side in texels: ``cell_mm``, or the patch's sticker cell (45 mm when it names none)."""
         if self.settings.cell_mm is not None:
-            return max(1, round(self.settings.cell_mm * scene.texture.shape[-1] / (scene.texture_size_m[0] * 1000)))
-        return int((patch.mask_search or {}).get("cell_px") or max(2, round(patch.mask.shape[-1] * 45 / 750)))
+            return max(1, round(self.settings.cell_mm * texels_per_mm(scene)[0]))
+        return int((patch.mask_search or {}).get("cell_px") or max(2, round(45.0 * texels_per_mm(scene)[0])))
 
     # -- asking the victim -----------------------------------------------------------------------------
     def texture(self, offset: Tensor, base: Tensor) -> Tensor:
@@ -246,22 +241,22 @@ class QueryRun:
         with torch.no_grad():
             views = s.pipeline(s.scene, self.texture(offset, draw.base), draw.params)
         images = views.images
-        asked = torch.ones(len(images), dtype=torch.bool)
+        asked = torch.ones(len(images), dtype=torch.bool, device=images.device)
         if draw.windows is not None:                       # the stack's classifier reads only frames its detector found
-            asked[:draw.windows.frames] = draw.windows.found.cpu()
-        answer = self.victim(images[asked.to(images.device)])
+            asked[:draw.windows.frames] = draw.windows.found.to(images.device)
+        answer = self.victim(images[asked])
         scores = self.victim.answers == "scores"
         full = (answer.new_zeros(len(images), answer.shape[-1]) if scores
                 else answer.new_full((len(images),), -1))
-        full[asked.to(full.device)] = answer
+        full[asked] = answer
         labels = full.argmax(-1) if scores else full
-        won = self.goal.view_success(labels) & asked.to(labels.device)
-        success = float(won[asked.to(won.device)].float().mean()) if asked.any() else 0.0
+        won = self.goal.view_success(labels) & asked
+        success = float(won[asked].float().mean()) if asked.any() else 0.0
         if draw.windows is not None:
-            success = float(draw.windows.success(self.goal.reads_sign(labels) & asked.to(labels.device), won))
+            success = float(draw.windows.success(self.goal.reads_sign(labels) & asked, won))
         if not scores:
             return -success - 1e-3 * float(won.float().mean()), success
-        loss = self.goal.view_loss(full[asked.to(full.device)]).mean()
+        loss = self.goal.view_loss(full[asked]).mean()
         if draw.windows is not None:
             p_sign = full[:, list(self.goal.signs)].sum(-1)
             loss = loss + draw.windows.objective.weight * draw.windows.margin(p_sign).mean()
@@ -276,12 +271,9 @@ class QueryRun:
                 texture = self.texture(self.offset, s.scene.texture)
             own = torch.Generator().manual_seed(self.run.seed * 100_003 + self.step)
             s.sampler.refit(self.step, s.scene, texture, own)
-        label = a.label(self.victim, s.scene)
         if hasattr(s.sampler, "windows"):
-            return a.draw(s.sampler, self.generator, s.scene, label, progress), progress
-        from physattack.attack.loop import Draw
-
-        return Draw(s.sampler.sample(self.settings.views, self.generator), s.scene.texture, label), progress
+            return a.draw(s.sampler, self.generator, s.scene, self.label, progress), progress
+        return Draw(s.sampler.sample(self.settings.views, self.generator), s.scene.texture, self.label), progress
 
     def nes_step(self, adam) -> dict:
         draw, progress = self.draw()
@@ -377,7 +369,6 @@ class QueryRun:
 def run_query(attack, setup, run, run_dir: str | Path, tracker=None):
     """Run ``attack`` (an ``EOTAttack`` with ``method=query``) on ``setup``: wrap the victim, spend the budget,
     leave the patch at the final colours; returns the ``AttackResult`` with its ``queries`` record."""
-    from physattack.attack.loop import AttackResult
     from physattack.victims.query import QueryVictim
 
     setup.patch.anneal(1.0)
@@ -395,4 +386,5 @@ def run_query(attack, setup, run, run_dir: str | Path, tracker=None):
                         interrupted=attack._signals.stop, signal=attack._signals.signal, queries=queries)
 
 
-__all__ = ["ColourBlocks", "check_budget", "Goal", "OPTIMIZERS", "QueryAttackError", "QuerySettings", "run_query", "views_per_step"]
+__all__ = ["ColourBlocks", "Goal", "OPTIMIZERS", "QueryAttackError", "QuerySettings", "check_budget", "run_query",
+           "views_per_step"]

@@ -174,10 +174,9 @@ def attack_and_report(parts: AttackParts, run: RunConfig, run_dir: Path, tracker
     drives (a ``physattack.drive.build.DriveEvaluation``) when given and the attack was not interrupted."""
     t0 = time.time()
     scene, victim, patch = parts.scene, parts.victim, parts.patch
-    judge = parts.kind.judge(parts, run) if parts.attack.method == "query" else None
     setup = AttackSetup(scene=scene, patch=patch, victim=victim, pipeline=parts.pipeline, sampler=parts.sampler,
                         palette=parts.palette, colour_model=parts.colour_model,
-                        judge=judge,
+                        judge=parts.kind.judge(parts, run),
                         victim_name="+".join(parts.victim_names), placed=parts.init is not None)
     result = parts.attack.run(setup, run, run_dir, tracker)
     attack_seconds = time.time() - t0

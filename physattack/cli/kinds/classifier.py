@@ -95,11 +95,11 @@ class ClassifierKind(AttackKind):
     def headline(self, report: RunReport) -> str:
         """The drive verdict first (when the run judged drives), then the held-out protocol's per-view figures."""
         from physattack.drive.report import drive_verdict
-        from physattack.evaluate.members import fitted_phrase, headline_figures, not_fitted_phrase
+        from physattack.evaluate.members import headline_figures, not_fitted_phrase
 
         fig = headline_figures(report.summary.get("victim_names") or [], report.heldout, report.summary)
         asr, clean, where = fig["success"], fig["clean_accuracy"], f"views of the {fig['source']}"
-        who = fitted_phrase(fig) if fig["fitted_to"] else ""
+        who = self.fitted(report, fig)
         attack, true_label = report.summary["attack"], report.summary["true_label"]
         if asr["n"] == 0:
             return (f"{attack}: success is undefined: no held-out view of the clean {true_label} was classified "
@@ -111,6 +111,12 @@ class ClassifierKind(AttackKind):
                 f"{asr['ci95'][0]:.1%}-{asr['ci95'][1]:.1%}, {asr['count']}/{asr['n']} clean-correct {where}); clean "
                 f"accuracy {clean['rate']:.1%} of {clean['n']}; {not_fitted_phrase(fig)}; patch covers "
                 f"{report.summary['patch_area_fraction']:.1%} of the face.")
+
+    def fitted(self, report: RunReport, fig: dict) -> str:
+        """What the headline's figures were fitted to, in words (``headline_figures``' ``fig``), or nothing."""
+        from physattack.evaluate.members import fitted_phrase
+
+        return fitted_phrase(fig) if fig["fitted_to"] else ""
 
     def headline_rate(self, report: RunReport) -> float | None:
         from physattack.evaluate.members import headline_figures

@@ -68,17 +68,14 @@ class QueryKind(ClassifierKind):
                                    "query/victim": section["victim"]})
         return report
 
-    def headline(self, report: RunReport) -> str:
-        line = super().headline(report)
+    def fitted(self, report: RunReport, fig: dict) -> str:
+        """The queried victim and the images spent, and the victims the ``init=`` patch was attacked on by gradient."""
         q = report.query
         if not q:
-            return line
-        head, _, rest = line.partition(": ")
+            return super().fitted(report, fig)
         prior = q.get("attacked_by_gradient") or []
         start = f", from a patch attacked by gradient on {'+'.join(prior)}" if prior else ""
-        who = f"query-attacked {q['victim']} with {_n(q['images'])} images ({q['answers']} only{start})"
-        head = head.split(", fitted to")[0]
-        return f"{head}, {who}: {rest}"
+        return f"query-attacked {q['victim']} with {_n(q['images'])} images ({q['answers']} only{start})"
 
     def console(self, report: RunReport) -> list[str]:
         lines = super().console(report)
