@@ -58,6 +58,7 @@ class AttackSetup:
     judge: Callable | None = None       # texture -> success on the quick grid (a query attack's plot; never its guide)
     victim_name: str | None = None      # what reports call the victim (a query attack's headline)
     placed: bool = False                # the patch's stickers are placed already (init=): no mask search
+    guide: nn.Module | None = None      # the init= run's victim(s), held white-box: a query attack's keep
 
 
 @dataclass
@@ -227,10 +228,10 @@ class EOTAttack:
 
     def objective_for(self, victim) -> Objective:
         """This attack's objective in the form ``victim``'s outputs need (detectors have their own)."""
-        if self.method == "query" and (getattr(victim, "is_detector", False) or getattr(victim, "members", None)):
-            raise AttackError("attack.method=query asks one classifier (the car's model) through queries; give victim= "
-                              "a single classifier, e.g. victim=zoo_convnext_atto (init= an ensemble run to start from "
-                              "its patch).")
+        if self.method == "query":
+            from physattack.attack.query import check_victim
+
+            check_victim(victim, self.objective)
         if getattr(victim, "is_detector", False):
             return DETECTOR_OBJECTIVES[self.objective]
         if self.objective in DETECTOR_ONLY:
@@ -347,9 +348,6 @@ class EOTAttack:
         if type(self).observe is not EOTAttack.observe:
             raise AttackError(f"{type(self).__name__} learns from one victim's outputs (observe), so it cannot "
                               "split its steps over an ensemble; use a single victim (for example victim=signnet).")
-        if self.method == "query":
-            raise AttackError("attack.method=query asks one car's model; give victim= a single classifier (e.g. "
-                              "victim=zoo_convnext_atto) and init= the ensemble run whose patch it should refine.")
         name = self.target if self.targeted else scene.class_name
         indices = ensemble.member_label_indices(name)
         signs = [sign_labels(m, scene) for m in ensemble.members]

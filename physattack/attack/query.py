@@ -15,6 +15,9 @@ Two optimizers:
   other label (capped at ``margin``, so won views stop pulling), plus the drives' stop margin; with labels only
   it is minus the share of the step's views (and drives) won: EOT turns a hard label into a graded score, as
   Ilyas et al.'s label-only attack does with noise.
+  With ``keep``, the step adds the gradient of the ``init=`` run's victims' own loss (the red team holds them:
+  they are the ensemble it attacked by gradient), so the patch keeps fooling them, and with them much of the
+  transfer it had, while it specializes to the victim asked.
 - ``search``: a (1+λ) random search that redraws a shrinking share of the blocks per child and keeps the best
   child when it is no worse on the step's views, in the spirit of Square Attack (Andriushchenko et al., ECCV
   2020).
@@ -33,6 +36,7 @@ from tqdm import tqdm
 from physattack.attack.detection_objectives import sign_labels
 from physattack.attack.loop import AttackError, AttackResult, Draw
 from physattack.patch.placement import texels_per_mm
+from physattack.victims.detection import best_scores_on_boxes
 
 OPTIMIZERS = ("nes", "search")
 STARTS = ("patch", "clean")
@@ -64,6 +68,8 @@ class QuerySettings:
         judge_every: images between judgements of the current patch on the run's quick grid, through the
             victim itself (never counted: the judge is not the attacker; it draws the success-vs-queries plot).
         judge_views: quick-grid views per judgement.
+        keep: nes: the weight of the ``init=`` run's victims' own loss gradient (their capped margin on the step's
+            views; the red team holds them) added to every step, so the patch keeps fooling them; 0: off.
     """
 
     answers: str = "scores"
@@ -79,6 +85,7 @@ class QuerySettings:
     margin: float = 2.0
     judge_every: int = 5000
     judge_views: int = 96
+    keep: float = 0.0
 
     def __post_init__(self) -> None:
         E, k = QueryAttackError, "attack.query."
@@ -100,6 +107,9 @@ class QuerySettings:
         self.judge_every = E.check_range(k + "judge_every", self.judge_every, 0, integer=True,
                                          why="images between quick-grid judgements; 0: only at the start and end")
         self.judge_views = E.check_range(k + "judge_views", self.judge_views, 1, integer=True)
+        E.check_range(k + "keep", self.keep, 0, why="the weight of the init= run's victims' own loss")
+        if self.keep and self.method != "nes":
+            raise E(f"{k}keep steers nes's steps; with {k}optimizer={self.optimizer} set {k}keep=0.")
 
     @classmethod
     def of(cls, value) -> QuerySettings:
@@ -116,9 +126,25 @@ class QuerySettings:
     def method(self) -> str:
         return "nes" if self.optimizer == "auto" else self.optimizer
 
+    @property
+    def needs_members(self) -> bool:
+        """Whether the optimizer differentiates through the ``init=`` run's victims (never through the one asked)."""
+        return self.keep > 0
+
     def images_per_step(self, views: int) -> int:
         """The most images one step asks about with ``views`` views per candidate."""
         return views * (2 * self.samples if self.method == "nes" else 1 + self.samples)
+
+
+def check_victim(victim, objective: str) -> None:
+    """A query attack asks one model: a classifier, or a detector made to miss the sign; else one sentence."""
+    if getattr(victim, "members", None):
+        raise QueryAttackError("attack.method=query asks one model (the car's) through queries; give victim= a single "
+                               "classifier or detector, e.g. victim=zoo_convnext_atto (init= an ensemble run to start "
+                               "from its patch).")
+    if getattr(victim, "is_detector", False) and objective != "hide":
+        raise QueryAttackError(f"attack.method=query on a detector makes it miss the sign (attack=hide); "
+                               f"attack.objective={objective} is for gradient attacks on detectors.")
 
 
 def check_budget(settings: QuerySettings, queries: int | None, sampler) -> int:
@@ -162,10 +188,13 @@ class ColourBlocks:
         return torch.maximum(torch.minimum(offset, self.high.to(offset)), self.low.to(offset))
 
     def colors(self, offset: Tensor) -> Tensor:
-        """3×Ht×Wt: the colours at ``offset`` (blocks×3) under the mask, 0 elsewhere."""
+        """3×Ht×Wt: the colours at ``offset`` (blocks×3) under the mask, 0 elsewhere. Differentiable in ``offset``
+        where it is asked to be (the init= run's victims' gradients): the palette's snap passes the gradient of
+        the colour before it straight through."""
         c = (self.start + offset[self.index].T).clamp(0, 1)
         if self.palette is not None:
-            c = self.palette[torch.cdist(c.T, self.palette).argmin(1)].T
+            snapped = self.palette[torch.cdist(c.T.detach(), self.palette).argmin(1)].T
+            c = c + (snapped - c).detach()
         out = self.start.new_zeros(3, *self.mask.shape[1:])
         out[:, self.on] = c
         return out
@@ -202,6 +231,29 @@ class Goal:
         return torch.isin(labels, torch.tensor(self.signs, device=labels.device))
 
 
+@dataclass
+class DetectorGoal:
+    """A detector made to miss the sign (``attack=hide``): a view is won when no detection of the sign's class at
+    the detector's operating ``threshold`` overlaps the sign's box (IoU >= ``iou``, as the held-out frames count a
+    detection); with scores the loss is that detection's log-odds over the threshold, capped at ``-margin``."""
+
+    label: int
+    threshold: float
+    margin: float
+    iou: float = 0.5
+
+    def sign_scores(self, detections, boxes: Tensor) -> Tensor:
+        """B: the best score of a detection of the sign's class on the sign (0: none)."""
+        return best_scores_on_boxes(detections, boxes, self.label, iou=self.iou)
+
+    def view_loss(self, scores: Tensor) -> Tensor:
+        logit = torch.logit(scores.clamp(1e-6, 1 - 1e-6)) - math.log(self.threshold / (1 - self.threshold))
+        return logit.clamp(min=-self.margin)
+
+    def view_success(self, scores: Tensor) -> Tensor:
+        return scores < self.threshold
+
+
 class QueryRun:
     """One query attack: the parts, the wrapped victim, the basis, the generator and the record."""
 
@@ -215,12 +267,31 @@ class QueryRun:
         self.blocks = ColourBlocks(start.detach(), s.patch.mask, cell, palette)
         self.label = attack.label(victim, s.scene)
         name = attack.target if attack.targeted else s.scene.class_name
-        self.goal = Goal(tuple(victim.label_set(name)), sign_labels(victim, s.scene), attack.targeted,
-                         self.settings.margin)
+        if victim.is_detector:
+            self.goal = DetectorGoal(self.label, victim.score_threshold, self.settings.margin)
+        else:
+            self.goal = Goal(tuple(victim.label_set(name)), sign_labels(victim, s.scene), attack.targeted,
+                             self.settings.margin)
+        self.members = self.members_of(setup.guide, s.scene) if self.settings.needs_members else []
         self.generator = torch.Generator().manual_seed(run.seed)
         self.history: list[dict] = []
         self.curve: list[dict] = []
         self.step = 0
+
+    def members_of(self, guide, scene) -> list[tuple[str, object, Goal]]:
+        """(name, victim, goal) of each victim of the ``init=`` run: the red team holds them, and their gradients
+        steer the steps (``keep``); the victim asked is never among them."""
+        if self.victim.is_detector:
+            raise QueryAttackError("attack.query.keep steers a classifier's query run by the init= run's classifiers; "
+                                   "for a detector set attack.query.keep=0.")
+        if guide is None:
+            raise QueryAttackError("attack.query.keep uses the gradients of the init= run's victims; give init= a "
+                                   "finished run, or set attack.query.keep=0.")
+        pairs = (list(zip(guide.names, guide.members)) if getattr(guide, "members", None) is not None
+                 else [(getattr(guide, "name", None) or "init", guide)])
+        name = self.attack.target if self.attack.targeted else scene.class_name
+        return [(str(n), m, Goal(tuple(m.label_set(name)), (), self.attack.targeted, self.settings.margin))
+                for n, m in pairs]
 
     def cell_px(self, patch, scene) -> int:
         """A block's side in texels: ``cell_mm``, or the patch's sticker cell (45 mm when it names none)."""
@@ -245,6 +316,12 @@ class QueryRun:
         if draw.windows is not None:                       # the stack's classifier reads only frames its detector found
             asked[:draw.windows.frames] = draw.windows.found.to(images.device)
         answer = self.victim(images[asked])
+        if self.victim.is_detector:                        # independent context frames: every one is asked
+            won = self.goal.view_success(sign := self.goal.sign_scores(answer, views.boxes))
+            success = float(won.float().mean())
+            if self.victim.answers == "labels":
+                return -success, success
+            return float(self.goal.view_loss(sign).mean()), success
         scores = self.victim.answers == "scores"
         full = (answer.new_zeros(len(images), answer.shape[-1]) if scores
                 else answer.new_full((len(images),), -1))
@@ -275,6 +352,19 @@ class QueryRun:
             return a.draw(s.sampler, self.generator, s.scene, self.label, progress), progress
         return Draw(s.sampler.sample(self.settings.views, self.generator), s.scene.texture, self.label), progress
 
+    def kept(self, draw) -> Tensor:
+        """blocks×3: the gradient of the ``init=`` run's victims' mean capped loss on ``draw``'s views, rendered
+        from the current offset (``keep``). The victim asked is not called here."""
+        s = self.setup
+        offset = self.offset.detach().clone().requires_grad_(True)
+        with torch.enable_grad():
+            texture = self.blocks.texture(offset, draw.base)
+            model = s.colour_model
+            texture = model.print_patch(texture, s.patch.mask) if model is not None else texture
+            images = s.pipeline(s.scene, texture, draw.params).images
+            loss = sum(goal.view_loss(member(images).softmax(-1)).mean() for _, member, goal in self.members)
+            return torch.autograd.grad(loss / len(self.members), offset)[0]
+
     def nes_step(self, adam) -> dict:
         draw, progress = self.draw()
         st = self.settings
@@ -287,6 +377,8 @@ class QueryRun:
                 wins.append(w)
         plus, minus = torch.tensor(losses[0::2]), torch.tensor(losses[1::2])
         grad = ((plus - minus)[:, None, None] * u).sum(0) / (2 * st.sigma * st.samples)
+        if self.members:
+            grad = grad + st.keep * self.kept(draw).to(grad)
         for group in adam.param_groups:
             group["lr"] = st.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
         self.offset.grad = grad.to(self.offset)
@@ -363,6 +455,7 @@ class QueryRun:
         return {"victim": victim.name, "answers": st.answers, "optimizer": st.method, "images": victim.images,
                 "budget": victim.budget, "steps": self.step, "images_per_step": cost, "blocks": self.blocks.blocks,
                 "block_px": self.blocks.cell_px, "start": st.start, "curve": self.curve,
+                "keep": st.keep, "kept": [n for n, _, _ in self.members],
                 "gradient_calls": 0}
 
 
@@ -386,5 +479,5 @@ def run_query(attack, setup, run, run_dir: str | Path, tracker=None):
                         interrupted=attack._signals.stop, signal=attack._signals.signal, queries=queries)
 
 
-__all__ = ["ColourBlocks", "Goal", "OPTIMIZERS", "QueryAttackError", "QuerySettings", "check_budget", "run_query",
-           "views_per_step"]
+__all__ = ["ColourBlocks", "DetectorGoal", "Goal", "OPTIMIZERS", "QueryAttackError", "QuerySettings", "check_budget",
+           "check_victim", "run_query", "views_per_step"]

@@ -177,7 +177,8 @@ def attack_and_report(parts: AttackParts, run: RunConfig, run_dir: Path, tracker
     setup = AttackSetup(scene=scene, patch=patch, victim=victim, pipeline=parts.pipeline, sampler=parts.sampler,
                         palette=parts.palette, colour_model=parts.colour_model,
                         judge=parts.kind.judge(parts, run),
-                        victim_name="+".join(parts.victim_names), placed=parts.init is not None)
+                        victim_name="+".join(parts.victim_names), placed=parts.init is not None,
+                        guide=parts.guide)
     result = parts.attack.run(setup, run, run_dir, tracker)
     attack_seconds = time.time() - t0
     patch.load_state_dict(result.best_state)

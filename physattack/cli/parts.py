@@ -39,6 +39,7 @@ class AttackParts:
     victim_names: list[str]   # what the attacked victim(s) are called in reports
     area: object | None = None    # the area frontier's settings (``evaluation.area``) when the run gets one
     init: tuple | None = None     # ``init=``: (the run, the victims it attacked by gradient)
+    guide: object | None = None   # ``init=``'s victim(s), built when a query attack keeps them (attack.query.keep)
 
     @property
     def palette(self) -> torch.Tensor:
@@ -88,9 +89,32 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     if protocol is not None:
         area = build.make(cfg.evaluation.get("area") or {"_target_": "physattack.evaluate.area.AreaSettings"})
         area = area if area.wanted(patch) else None          # true for a paint patch is refused here
+    query = getattr(attack, "query", None) if getattr(attack, "method", "gradient") == "query" else None
+    guide = init_victims(run.init, device, run.channels_last) if query is not None and query.needs_members else None
     return AttackParts(scene, victim, attack, patch, kind, pipeline, sampler, eval_pipeline, grid,
                        (palette, colour_model), build.export_options(cfg), protocol, names, area,
-                       (str(run.init), prior) if run.init else None)
+                       (str(run.init), prior) if run.init else None, guide)
+
+
+def init_victims(init: str | None, device, channels_last: bool = False):
+    """The victim(s) the ``init=`` run attacked, built as that run built them (its config.yaml), as an ensemble: a
+    query attack's ``attack.query.keep`` differentiates through them, never through the victim asked."""
+    from physattack.cli.runs import open_run
+
+    if not init:
+        raise InputError("attack.query.keep uses the gradients of the victims the init= run attacked; give "
+                         "init=<a finished run>, or set attack.query.keep=0.")
+    from physattack.victims.ensemble import Ensemble
+
+    folder = open_run(init)
+    node = folder.cfg.get("victim")
+    if node is None:
+        raise InputError(f"init={init} has no victim in its config.yaml, so attack.query.keep has no gradients to "
+                         "follow; give init= a run of python -m physattack, or set attack.query.keep=0.")
+    victim = build.victim(node, device, channels_last)
+    if getattr(victim, "members", None) is None:           # one victim: named as the init run's report names it
+        victim = Ensemble([victim], names=[(folder.victim_names or (str(node.get("name") or "victim"),))[0]])
+    return victim
 
 
 def start_from(init: str, cfg: DictConfig, patch, device) -> tuple[str, ...]:

@@ -285,9 +285,10 @@ def detection_report(metrics: dict, heldout: dict | None, files: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def headline(metrics: dict) -> str:
+def headline(metrics: dict, fitted: str | None = None) -> str:
     """One line for the terminal: detection clean -> attacked, the objective's success, AP, area; the
-    detectors the patch was fitted to and how the held-out ones (``heldout.detectors``) read it."""
+    detectors the patch was fitted to (``fitted``, when given, says it instead: a query run's access) and how
+    the held-out ones (``heldout.detectors``) read it."""
     c, a, s = metrics["detection_rate_clean"], metrics["detection_rate_attacked"], metrics["attack_success_rate"]
     names = list(metrics.get("victim_names") or [])
     table = (metrics.get("heldout") or {}).get("detectors") or {}
@@ -300,6 +301,8 @@ def headline(metrics: dict) -> str:
                + f"the rates that follow are {names[0]}'s, the first; every detector is on the detectors line)")
     elif names:
         who = f" on {names[0]}, fitted to it"
+    if fitted:
+        who = f" on {names[0]}, {fitted}" if names else f", {fitted}"
     return (f"{metrics['attack']}{who}: held-out {metrics['true_label']} detection rate {c['rate']:.1%} clean -> "
             f"{a['rate']:.1%} attacked (of {c['n']} frames, score >= {metrics['score_threshold']:g}); success "
             f"{s['rate']:.1%} (95% CI {s['ci95'][0]:.1%}-{s['ci95'][1]:.1%}, {s['count']}/{s['n']} clean-detected "

@@ -6,6 +6,10 @@ scores — but gives no weights and no gradients. ``QueryVictim`` holds a victim
 door: it answers ``labels`` (decision-based) or ``scores`` (score-based: the probabilities, never
 the logits), counts every image it is asked about, refuses images that carry a gradient, and stops
 answering at its budget. The label names stay public (a red team knows what a car can read).
+
+A detector answers as a detection API does: with ``scores``, each image's detections after NMS (boxes,
+labels and scores, down to the model's own low threshold); with ``labels``, only the detections it makes
+at its operating threshold (boxes and labels; every score reads 1, so no score leaks).
 """
 
 from __future__ import annotations
@@ -31,20 +35,24 @@ class QueryVictim:
     """``victim`` behind a query-only door.
 
     Args:
-        victim: a classifier (``physattack.victims.Classifier``: B×3×H×W images in [0, 1] -> B×K logits).
-        answers: ``scores`` (B×K probabilities) or ``labels`` (B labels, the top class, and nothing else).
+        victim: a classifier (``physattack.victims.Classifier``: B×3×H×W images in [0, 1] -> B×K logits) or a
+            detector (``physattack.victims.detection.Detector``).
+        answers: ``scores`` (classifier: B×K probabilities; detector: B ``Detections`` with their scores) or
+            ``labels`` (classifier: B labels, the top class, and nothing else; detector: B ``Detections`` of the
+            detections made at ``score_threshold``, every score 1).
         budget: the most images it answers in all (None: no limit).
         name: what reports call it.
 
     Attributes:
         images: how many images it has been asked about (exact: a refused batch is not counted).
         labels: the victim's label names (public).
+        is_detector: whether it answers detections; ``score_threshold`` is then its operating threshold (public).
     """
 
     def __init__(self, victim, answers: str = "scores", budget: int | None = None, name: str | None = None):
-        if getattr(victim, "is_detector", False) or getattr(victim, "members", None) is not None:
-            raise QueryError("A query-only victim is one classifier (a car's stack reads one model); give victim= a "
-                             "single classifier, e.g. victim=zoo_convnext_atto, not a detector or an ensemble.")
+        if getattr(victim, "members", None) is not None:
+            raise QueryError("A query-only victim is one model (a car's stack reads one); give victim= a single "
+                             "classifier or detector, e.g. victim=zoo_convnext_atto, not an ensemble.")
         if answers not in ANSWERS:
             raise QueryError(f"attack.query.answers must be scores or labels, not {answers!r}.")
         if budget is not None:
@@ -54,6 +62,8 @@ class QueryVictim:
         self.answers, self.budget, self.name = answers, budget, name or type(victim).__name__
         self.images = 0
         self.labels = tuple(getattr(victim, "labels", ()))
+        self.is_detector = bool(getattr(victim, "is_detector", False))
+        self.score_threshold = float(getattr(victim, "score_threshold", 0.5)) if self.is_detector else None
 
     def label_index(self, name: str) -> int:
         return self._victim.label_index(name)
@@ -68,9 +78,28 @@ class QueryVictim:
     def can_answer(self, images: int) -> bool:
         return self.budget is None or self.images + images <= self.budget
 
-    def __call__(self, images: Tensor) -> Tensor:
-        """The answer for B×3×H×W images: B×K probabilities (``scores``) or B labels (``labels``)."""
+    def __call__(self, images: Tensor):
+        """The answer for B×3×H×W images: B×K probabilities (``scores``) or B labels (``labels``); a detector's B
+        ``Detections``."""
+        if self.is_detector:
+            return self.detections(images)
         return self.scores(images) if self.answers == "scores" else self.query_labels(images)
+
+    def detections(self, images: Tensor) -> list:
+        """A detector's B ``Detections``: all it returns after NMS with their scores (``scores``), or those it makes
+        at its operating threshold with every score 1 (``labels``)."""
+        from physattack.victims.detection import Detections
+
+        if not self.is_detector:
+            raise QueryError(f"{self.name} is a classifier: it answers labels or scores, not detections.")
+        out = []
+        for d in self._ask(images).detections:
+            d = Detections(d.boxes.detach(), d.scores.detach(), d.labels.detach())
+            if self.answers == "labels":
+                d = d.above(self.score_threshold)
+                d = Detections(d.boxes, torch.ones_like(d.scores), d.labels)
+            out.append(d)
+        return out
 
     def scores(self, images: Tensor) -> Tensor:
         """B×K probabilities (detached); refused when the victim answers labels only."""
@@ -95,7 +124,8 @@ class QueryVictim:
                               f"the {n} asked about")
         self.images += n
         with torch.no_grad():
-            return self._victim(images).detach()
+            out = self._victim(images)
+        return out if self.is_detector else out.detach()
 
     def parameters(self):
         raise QueryError(f"{self.name} is reachable only through queries: its weights are not given.")

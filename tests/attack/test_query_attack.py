@@ -13,6 +13,7 @@ from physattack.attack import AttackError, AttackSetup, EOTAttack
 from physattack.config import RunConfig
 from physattack.patch.sticker import StickerPatch
 from physattack.victims.base import Classifier
+from physattack.victims.detection import Detections, Detector, DetectorOutput
 
 BEST = torch.tensor([0.9, 0.2, 0.6])        # the planted optimum: the sticker colour that reads as yield
 
@@ -139,3 +140,81 @@ def test_a_patch_takes_the_colours_the_optimizer_hands_back():
     printable.set_colors(torch.tensor([0.9, 0.1, 0.2]).view(3, 1, 1).expand(3, 8, 8))
     printable.anneal(0.2)                                  # even a soft temperature keeps the colour chosen
     assert torch.allclose(printable.colors()[:, 3, 3], palette[2], atol=1e-3)
+
+
+
+def test_keep_holds_the_init_victims_while_the_victim_asked_never_sees_a_gradient(tmp_path):
+    """``keep``: the init= run's victim (held white-box) pulls the patch towards what fools it; the victim asked is
+    only ever given plain images (its wrapper refuses any that carry a gradient) and is counted exactly. Here the
+    victim asked wants ``BEST`` and the init run's victim another colour: keep moves the result towards the latter."""
+    def end(keep):
+        setup = setup_for(Planted(), std=0.02)
+        held = Planted()
+        held.best = torch.tensor([0.2, 0.8, 0.3])
+        setup.guide = held
+        result = EOTAttack(method="query", queries=3_000, query={"answers": "scores", "samples": 4, "views": 8,
+                                                                  "sigma": 0.05, "lr": 0.05, "margin": 50.0,
+                                                                  "cell_mm": None, "keep": keep}).run(
+            setup, RunConfig(progress=False), tmp_path)
+        colour = sticker_colour(setup)
+        return torch.linalg.norm(colour - BEST), torch.linalg.norm(colour - held.best), result.queries
+
+    (asked0, held0, q0), (asked1, held1, q1) = end(0.0), end(4.0)
+    assert q0["kept"] == [] and q1["kept"] == ["init"] and q1["keep"] == 4.0
+    assert q1["gradient_calls"] == 0 and q1["images"] == q1["steps"] * 8 * 8
+    assert held1 < held0 - 0.1 and asked1 > asked0
+
+
+def test_bad_keep_is_one_sentence(tmp_path):
+    with pytest.raises(AttackError, match="attack.query.keep must be"):
+        EOTAttack(method="query", query={"keep": -1})
+    with pytest.raises(AttackError, match="attack.query.keep steers nes's steps"):
+        EOTAttack(method="query", query={"optimizer": "search", "keep": 0.5})
+    setup = setup_for(Planted(), std=0.02)
+    with pytest.raises(AttackError, match=r"attack.query.keep uses the gradients of the init= run's victims; give init="):
+        EOTAttack(method="query", queries=400, query={"keep": 1.0, "views": 8, "cell_mm": None}).run(
+            setup, RunConfig(progress=False), tmp_path)
+
+
+class PlantedDetector(Detector):
+    """Finds the sign (one box over the frame) unless the sticker square's mean colour is near ``BEST``."""
+
+    labels = ("stop",)
+    score_threshold = 0.5
+
+    def detect(self, images):
+        colour = images[:, :, 4:12, 4:12].mean((2, 3))
+        score = 1 - torch.exp(-((colour - BEST) ** 2).sum(-1) / 0.08)
+        box = torch.tensor([0.0, 0.0, 16.0, 16.0])
+        dets = [Detections(box[None], s[None], torch.zeros(1, dtype=torch.long)) for s in score]
+        return DetectorOutput(box.expand(len(images), 1, 4), score[:, None, None],
+                              torch.ones(len(images), 1, dtype=torch.bool), dets, self.score_threshold)
+
+
+def framed(scene, texture, params):
+    images = (texture[None] + params).clamp(0, 1)
+    return SimpleNamespace(images=images, boxes=torch.tensor([0.0, 0.0, 16.0, 16.0]).expand(len(images), 4))
+
+
+@pytest.mark.parametrize("answers, optimizer, budget", [("scores", "nes", 8_000), ("labels", "search", 8_000)])
+def test_a_detector_asked_only_for_its_detections_is_made_to_miss_the_sign(answers, optimizer, budget, tmp_path,
+                                                                            no_backward):
+    setup = setup_for(PlantedDetector(), std=0.05)
+    setup.pipeline = framed
+    attack = EOTAttack(objective="hide", target=None, method="query", queries=budget,
+                       query={"answers": answers, "optimizer": optimizer, "samples": 4, "views": 8, "sigma": 0.1,
+                              "lr": 0.05, "cell_mm": None, "epsilon": 0.3, "change": 0.5})
+    def sign_score() -> float:
+        with torch.no_grad():
+            images = framed(None, setup.patch.apply(setup.scene.texture), torch.zeros(1, 3, 1, 1)).images
+            return float(PlantedDetector().detect(images).detections[0].scores[0])
+
+    start = sign_score()
+    result = attack.run(setup, RunConfig(progress=False), tmp_path)
+    assert result.queries["images"] <= budget and result.queries["answers"] == answers
+    assert start > 0.5 > sign_score()                 # found before, missed after
+
+
+def test_a_query_attack_on_a_detector_only_hides():
+    with pytest.raises(AttackError, match="attack.method=query on a detector makes it miss the sign"):
+        EOTAttack(objective="mislabel", target="yield", method="query").objective_for(PlantedDetector())

@@ -19,7 +19,7 @@ QUERY = ["attack.method=query", "victim=zoo_convnext_atto", "attack.query.sample
 def test_a_query_run_refines_the_init_patch_and_says_what_it_asked(finished_run, in_tmp):
     out = in_tmp / "q"
     proc = run_module("physattack", ["+scene=stop_sign", "attack=yield", *TINY, *QUERY, f"init={finished_run}",
-                                     "attack.queries=100", "~evaluation.victims.zoo_vit",
+                                     "attack.queries=100", "attack.query.keep=0.5", "~evaluation.victims.zoo_vit",
                                      "~evaluation.victims.zoo_resnet10t_96", f"hydra.run.dir={out}"], in_tmp)
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads((out / "metrics.json").read_text())
@@ -29,14 +29,15 @@ def test_a_query_run_refines_the_init_patch_and_says_what_it_asked(finished_run,
     assert q["images_per_step"] == 28 and 0 < q["images"] <= 100 and q["images"] + 28 > 100
     assert q["curve"][0]["images"] == 0 and q["curve"][-1]["images"] == q["images"]
     assert q["attacked_by_gradient"] == ["signnet"] and m["init"]["run"] == str(finished_run)
+    assert q["keep"] == 0.5 and q["kept"] == ["signnet"] and q["gradient_calls"] == 0   # init's victim steers
     rows = m["heldout"]["victims"]["members"]
     assert rows["zoo_convnext_atto"]["role"] == "attacked" and rows["signnet"]["role"] == "attacked"
     assert rows["signnet_seed1"]["role"] == "held-out"
     assert {"vgg", "convnext"} <= set(m["heldout"]["victims"]["held_out_families"]["attacked_families"])
     assert "query-attacked zoo_convnext_atto with" in m["headline"] and "from a patch attacked by gradient on signnet" \
-        in m["headline"]
+        in m["headline"] and "still steered by their gradients (keep=0.5)" in m["headline"]
     assert (out / "queries.png").is_file() and "## Queries" in (out / "report.md").read_text()
-    assert "| signnet | vgg | attacked by gradient (init run) |" in proc.stdout
+    assert "| signnet | vgg | attacked by gradient (init run, and steered this run) |" in proc.stdout
     mine, theirs = (torch.load(p / "patch.pt", weights_only=True) for p in (out, finished_run))
     mine, theirs = (s.get("patch", s) for s in (mine, theirs))
     assert torch.equal(mine["mask"], theirs["mask"])              # the stickers stay where the init run put them
@@ -67,3 +68,32 @@ def test_init_from_a_run_of_another_scene_names_the_key(finished_run, in_tmp, ca
     assert call(attack_main, ["+scene=yield_sign", "attack=untargeted", *TINY, f"init={finished_run}"]) == 2
     msg = one_sentence(capsys)
     assert f"init={finished_run}" in msg and "stop_sign" in msg and "yield_sign" in msg
+
+
+def test_a_detector_is_query_attacked_to_miss_the_sign(finished_run, in_tmp):
+    """``attack=hide victim=detnet attack.method=query``: DetNet answers only its detections; the run says so, and
+    the other detectors of the pool are held out."""
+    out = in_tmp / "qd"
+    small = ["attack.batch_size=2", "gallery_views=2", "eval_batch_size=2", "eot.grid.azimuth_deg=[-30,30]",
+             "eot.grid.distance_m=[6]", "eot.grid.lighting=[noon]", "progress=false", "+drive=none",
+             "evaluation.area.enabled=false", "printer.export.dpi=40"]
+    proc = run_module("physattack", ["+scene=stop_sign", "attack=hide", "victim=detnet", "eot=default", *small,
+                                     "attack.method=query", "attack.queries=40", "attack.query.samples=2",
+                                     "attack.query.views=4", "attack.query.judge_every=20", "attack.query.judge_views=2",
+                                     f"init={finished_run}", f"hydra.run.dir={out}"], in_tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads((out / "metrics.json").read_text())
+    q = m["query"]
+    assert m["kind"] == "query_detector" and q["victim"] == "detnet" and q["images"] == 32 and q["images_per_step"] == 16
+    assert "hide on detnet, query-attacked detnet with 32 images (scores only" in m["headline"]
+    rows = m["heldout"]["detectors"]["members"]
+    assert rows["detnet"]["role"] == "attacked" and rows["det_retinanet"]["role"] == "held-out"
+    assert "| det_retinanet | " in proc.stdout and "| detnet | " in proc.stdout and "query-attacked" in proc.stdout
+    assert (out / "queries.png").is_file()
+
+
+def test_a_detector_query_run_needs_independent_frames(in_tmp, capsys):
+    assert call(attack_main, ["+scene=stop_sign", "attack=hide", "victim=detnet", *TINY, "attack.method=query",
+                              "patch.shape=bars"]) == 2
+    line = one_sentence(capsys)
+    assert "attack.method=query on a detector" in line and "eot=default" in line

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from physattack.victims.base import Classifier
+from physattack.victims.detection import Detections, Detector, DetectorOutput
 from physattack.victims.query import BudgetSpent, QueryError, QueryVictim
 
 
@@ -68,7 +69,38 @@ def test_labels_only_never_shows_a_score():
 def test_one_classifier_only(signnet):
     from physattack.victims.ensemble import Ensemble
 
-    with pytest.raises(QueryError, match="single classifier"):
+    with pytest.raises(QueryError, match="single classifier or detector"):
         QueryVictim(Ensemble([signnet, signnet], names=["a", "b"]), "scores")
     with pytest.raises(QueryError, match="scores or labels"):
         QueryVictim(Mean(), "logits")
+
+
+class Redness(Detector):
+    """One box over the whole image, labelled stop sign, scored by the image's mean red."""
+
+    labels = ("stop sign",)
+    score_threshold = 0.5
+
+    def detect(self, images):
+        score = images[:, 0].mean((1, 2))
+        box = torch.tensor([[0.0, 0.0, images.shape[-1], images.shape[-2]]])
+        dets = [Detections(box, s[None], torch.zeros(1, dtype=torch.long)) for s in score]
+        return DetectorOutput(box.expand(len(images), 1, 4), score[:, None, None], torch.ones(len(images), 1, dtype=torch.bool),
+                              dets, self.score_threshold)
+
+
+def test_a_detector_answers_its_detections_with_scores_or_only_those_it_makes():
+    images = torch.zeros(2, 3, 8, 8)
+    images[0, 0], images[1, 0] = 0.8, 0.3
+    scored = QueryVictim(Redness(), "scores", budget=4)
+    out = scored(images)
+    assert scored.is_detector and scored.score_threshold == 0.5 and scored.images == 2
+    assert [round(float(d.scores[0]), 3) for d in out] == [0.8, 0.3] and not out[0].scores.requires_grad
+    made = QueryVictim(Redness(), "labels")
+    out = made(images)
+    assert [len(d) for d in out] == [1, 0] and out[0].scores.tolist() == [1.0]     # no score leaks
+    with pytest.raises(QueryError, match="never a gradient"):
+        scored(images.requires_grad_(True))
+    with pytest.raises(BudgetSpent):
+        scored(torch.zeros(3, 3, 8, 8))
+    assert scored.images == 2

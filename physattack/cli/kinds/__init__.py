@@ -16,12 +16,12 @@ from __future__ import annotations
 from physattack.cli.kinds.base import AttackKind, PerceptionInputs, ProtocolInputs
 from physattack.cli.kinds.classifier import ClassifierKind
 from physattack.cli.kinds.detector import DetectorKind
-from physattack.cli.kinds.query import QueryKind
+from physattack.cli.kinds.query import QueryDetectorKind, QueryKind
 from physattack.cli.kinds.reprogram import ReprogramKind
 from physattack.errors import InputError
 
 
-#: The table, asked in this order: reprogramming, query-only classifiers, detectors, classifiers (the catch-all of
+#: The table, asked in this order: reprogramming, query-only classifiers and detectors, detectors, classifiers (the catch-all of
 #: classifier victims).
 KINDS: list[AttackKind] = []
 
@@ -66,7 +66,7 @@ def named(name: str) -> AttackKind:
                      f"kinds are {', '.join(k.name for k in KINDS)}.")
 
 
-for _kind in (ReprogramKind(), QueryKind(), DetectorKind(), ClassifierKind()):
+for _kind in (ReprogramKind(), QueryKind(), QueryDetectorKind(), DetectorKind(), ClassifierKind()):
     register(_kind)
 
 __all__ = ["AttackKind", "KINDS", "PerceptionInputs", "ProtocolInputs", "kind_for", "kind_of_run", "named",

@@ -102,11 +102,15 @@ class DetectorKind(AttackKind):
         from physattack.drive.report import drive_verdict
         from physattack.evaluate.detection import headline
 
-        line = headline(report.to_json())
+        line = headline(report.to_json(), self.fitted(report))
         if report.drive is None:
             return line
         attack, rest = line.split(": ", 1)
         return f"{attack}: {drive_verdict(report.drive)}; per frame: {rest}"
+
+    def fitted(self, report: RunReport) -> str | None:
+        """What the headline says the patch was fitted to, in place of the attacked detectors' names (None: those)."""
+        return None
 
     def headline_rate(self, report: RunReport) -> float | None:
         return report.summary["attack_success_rate"]["rate"]

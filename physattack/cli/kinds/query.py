@@ -14,6 +14,8 @@ from pathlib import Path
 import torch
 
 from physattack.cli.kinds.classifier import ClassifierKind
+from physattack.cli.kinds.detector import DetectorKind
+from physattack.errors import InputError
 from physattack.run_report import RunReport
 
 
@@ -53,37 +55,107 @@ class QueryKind(ClassifierKind):
         return judge
 
     def report(self, done, setup) -> RunReport:
-        report = super().report(done, setup)
-        report.kind = self.name
-        queries = getattr(done.result, "queries", None)
-        if queries is not None:
-            section = dict(queries)
-            section["query_attacked"] = section["victim"]
-            section["attacked_by_gradient"] = list((report.summary.get("init") or {}).get("attacked_by_gradient") or [])
-            section["images_to"] = {f"{t:.0%}": first_reaching(section["curve"], t) for t in (0.8, 0.9)}
-            report.add(query=section)
-            plot = write_query_plot(Path(setup.run_dir) / "queries.png", section)
-            append_query_report(report, section, plot)
-            setup.tracker.summary({"query/images": section["images"], "query/answers": section["answers"],
-                                   "query/victim": section["victim"]})
-        return report
+        return add_queries(super().report(done, setup), self.name, done, setup, "victims")
 
     def fitted(self, report: RunReport, fig: dict) -> str:
-        """The queried victim and the images spent, and the victims the ``init=`` patch was attacked on by gradient."""
-        q = report.query
-        if not q:
-            return super().fitted(report, fig)
-        prior = q.get("attacked_by_gradient") or []
-        start = f", from a patch attacked by gradient on {'+'.join(prior)}" if prior else ""
-        return f"query-attacked {q['victim']} with {_n(q['images'])} images ({q['answers']} only{start})"
+        return query_fitted(report.query) if report.query else super().fitted(report, fig)
 
     def console(self, report: RunReport) -> list[str]:
-        lines = super().console(report)
-        if report.query:
-            lines.append(query_line(report.query))
-            if report.heldout is not None and report.heldout.get("victims"):
-                lines.append(access_table(report.heldout["victims"], report.query))
-        return lines
+        return super().console(report) + query_console(report, "victims")
+
+
+class QueryDetectorKind(DetectorKind):
+    """A detector the red team can ask (its detections, with or without scores, each image counted) but not open,
+    made to miss the sign (``attack=hide``); evaluated and reported as every detector run is, plus the queries."""
+
+    name = "query_detector"
+
+    def matches(self, attack, victim) -> bool:
+        return getattr(attack, "method", "gradient") == "query" and bool(getattr(victim, "is_detector", False))
+
+    def views(self, sampler, grid, victim, size: tuple[int, int]) -> tuple:
+        from physattack.drive.approach import ApproachSampler
+
+        if isinstance(sampler, ApproachSampler):
+            raise InputError("attack.method=query on a detector judges independent context frames; give eot=default "
+                             "(then python -m physattack.drive run_dir=<the run> for the drives).")
+        return super().views(sampler, grid, victim, size)
+
+    def judge(self, parts, run):
+        """texture -> the share of the quick grid's first ``attack.query.judge_views`` frames (spread evenly) on
+        which the detector no longer finds the sign, among those it finds clean: the curve's figure. It asks the
+        detector itself (evaluation, never the optimizer's guide, never counted)."""
+        from physattack.victims.detection import best_scores_on_boxes
+
+        scene, victim, attack = parts.scene, parts.victim, parts.attack
+        params = parts.grid.params()
+        k = min(attack.query.judge_views, len(params))
+        views = params[torch.linspace(0, len(params) - 1, k).round().long()]
+        label, threshold = victim.label_index(scene.class_name), float(victim.score_threshold)
+        device = next(victim.parameters()).device
+
+        @torch.no_grad()
+        def found(texture):
+            out = []
+            for i in range(0, k, run.eval_batch_size):
+                rendered = parts.eval_pipeline(scene, texture, views[i:i + run.eval_batch_size])
+                dets = victim(rendered.images.to(device)).detections
+                out.append(best_scores_on_boxes(dets, rendered.boxes, label) >= threshold)
+            return torch.cat(out)
+
+        clean = found(scene.texture)
+
+        def judge(texture) -> float:
+            return float((~found(texture))[clean].float().mean()) if clean.any() else 0.0
+
+        return judge
+
+    def report(self, done, setup) -> RunReport:
+        return add_queries(super().report(done, setup), self.name, done, setup, "detectors")
+
+    def fitted(self, report: RunReport) -> str | None:
+        return query_fitted(report.query) if report.query else None
+
+    def console(self, report: RunReport) -> list[str]:
+        return super().console(report) + query_console(report, "detectors")
+
+
+def add_queries(report: RunReport, kind: str, done, setup, table: str) -> RunReport:
+    """``report`` with the run's ``query`` section, ``queries.png``, the *Queries* part of report.md and W&B's
+    summary; ``table``: where the held-out members table is (``victims`` or ``detectors``)."""
+    report.kind = kind
+    queries = getattr(done.result, "queries", None)
+    if queries is None:
+        return report
+    section = dict(queries)
+    section["query_attacked"] = section["victim"]
+    section["attacked_by_gradient"] = list((report.summary.get("init") or {}).get("attacked_by_gradient") or [])
+    section["images_to"] = {f"{t:.0%}": first_reaching(section["curve"], t) for t in (0.8, 0.9)}
+    report.add(query=section)
+    plot = write_query_plot(Path(setup.run_dir) / "queries.png", section)
+    append_query_report(report, section, plot, table)
+    setup.tracker.summary({"query/images": section["images"], "query/answers": section["answers"],
+                           "query/victim": section["victim"]})
+    return report
+
+
+def query_fitted(q: dict) -> str:
+    """The queried victim and the images spent, and the victims the ``init=`` patch was attacked on by gradient."""
+    prior = q.get("attacked_by_gradient") or []
+    start = f", from a patch attacked by gradient on {'+'.join(prior)}" if prior else ""
+    if q.get("kept"):
+        who = "their" if prior else "the init run's victims'"
+        start += f", still steered by {who} gradients (keep={q['keep']:g})"
+    return f"query-attacked {q['victim']} with {_n(q['images'])} images ({q['answers']} only{start})"
+
+
+def query_console(report: RunReport, table: str) -> list[str]:
+    if not report.query:
+        return []
+    lines = [query_line(report.query)]
+    if report.heldout is not None and report.heldout.get(table):
+        lines.append(access_table(report.heldout[table], report.query))
+    return lines
 
 
 def first_reaching(curve: list[dict], rate: float) -> int | None:
@@ -94,9 +166,11 @@ def first_reaching(curve: list[dict], rate: float) -> int | None:
 def query_line(q: dict) -> str:
     to = ", ".join(f"{k} after {_n(v)} images" if v is not None else f"{k} not reached" for k, v in q["images_to"].items())
     first, last = q["curve"][0]["success"], q["curve"][-1]["success"]
+    guided = (f"; the gradients of {'+'.join(q['kept'])} (the init run's, held white-box) steered it too "
+              f"(keep={q['keep']:g})") if q.get("kept") else ""
     return (f"queries: {_n(q['images'])} images asked of {q['victim']} ({q['answers']}, {q['optimizer']}, {q['steps']} "
             f"steps of {q['images_per_step']}, {q['blocks']} colour blocks); quick-grid success {first:.1%} -> "
-            f"{last:.1%} ({to}); no gradient asked")
+            f"{last:.1%} ({to}); no gradient asked of {q['victim']}{guided}")
 
 
 def _n(count: int) -> str:
@@ -111,19 +185,28 @@ def roles(table: dict, q: dict) -> dict[str, str]:
         if name == q["victim"]:
             out[name] = "query-attacked"
         elif row["role"] == "attacked":
-            out[name] = "attacked by gradient (init run)" if name in q.get("attacked_by_gradient", []) else "attacked"
+            out[name] = ("attacked" if name not in q.get("attacked_by_gradient", []) else
+                         "attacked by gradient (init run, and steered this run)" if name in q.get("kept", [])
+                         else "attacked by gradient (init run)")
         else:
             out[name] = "held out"
     return out
 
 
 def access_table(table: dict, q: dict) -> str:
-    """The members × success table with each victim's access: query-attacked, attacked by gradient, held out."""
+    """The members × success table with each victim's access: query-attacked, attacked by gradient, held out (a
+    classifier's success over its clean-correct views; a detector's detection rate clean -> attacked)."""
     role = roles(table, q)
-    rows = ["| victim | family | access | success (clean-correct views) |", "|---|---|---|---|"]
+    detectors = any("detection_rate_attacked" in row for row in table["members"].values())
+    what = "detected clean -> attacked (frames)" if detectors else "success (clean-correct views)"
+    rows = [f"| victim | family | access | {what} |", "|---|---|---|---|"]
     for name, row in table["members"].items():
-        r = row["attack_success_rate"]
-        rate = f"{r['rate']:.1%} ({r['count']}/{r['n']})" if r["n"] else "undefined"
+        if detectors:
+            c, a = row["detection_rate_clean"], row["detection_rate_attacked"]
+            rate = f"{c['rate']:.1%} -> {a['rate']:.1%} (of {a['n']})" if a["n"] else "undefined"
+        else:
+            r = row["attack_success_rate"]
+            rate = f"{r['rate']:.1%} ({r['count']}/{r['n']})" if r["n"] else "undefined"
         rows.append(f"| {name} | {row.get('family') or '–'} | {role[name]} | {rate} |")
     return "\n".join(rows)
 
@@ -153,7 +236,7 @@ def write_query_plot(path: Path, q: dict) -> Path:
     return path
 
 
-def append_query_report(report: RunReport, q: dict, plot: Path) -> None:
+def append_query_report(report: RunReport, q: dict, plot: Path, table: str = "victims") -> None:
     """A *Queries* part at the end of the run's ``report.md`` (when it has one)."""
     from physattack.atomic import save_text
 
@@ -164,9 +247,9 @@ def append_query_report(report: RunReport, q: dict, plot: Path) -> None:
              f"The victim was asked only for {q['answers']}; the optimizer called no backward pass. The curve is the "
              "current patch judged on the quick grid by the victim itself (never counted, never the optimizer's guide).",
              "", f"![success against images queried]({plot.name})", ""]
-    if report.heldout is not None and report.heldout.get("victims"):
-        lines += [access_table(report.heldout["victims"], q), ""]
+    if report.heldout is not None and report.heldout.get(table):
+        lines += [access_table(report.heldout[table], q), ""]
     save_text(path, path.read_text() + "\n".join(lines))
 
 
-__all__ = ["QueryKind", "access_table", "first_reaching", "query_line"]
+__all__ = ["QueryDetectorKind", "QueryKind", "access_table", "first_reaching", "query_line"]
