@@ -302,7 +302,7 @@ def headline(metrics: dict, fitted: str | None = None) -> str:
     elif names:
         who = f" on {names[0]}, fitted to it"
     if fitted:
-        who = f" on {names[0]}, {fitted}" if names else f", {fitted}"
+        who = f", {fitted}"
     return (f"{metrics['attack']}{who}: held-out {metrics['true_label']} detection rate {c['rate']:.1%} clean -> "
             f"{a['rate']:.1%} attacked (of {c['n']} frames, score >= {metrics['score_threshold']:g}); success "
             f"{s['rate']:.1%} (95% CI {s['ci95'][0]:.1%}-{s['ci95'][1]:.1%}, {s['count']}/{s['n']} clean-detected "

@@ -85,7 +85,8 @@ def test_a_detector_is_query_attacked_to_miss_the_sign(finished_run, in_tmp):
     m = json.loads((out / "metrics.json").read_text())
     q = m["query"]
     assert m["kind"] == "query_detector" and q["victim"] == "detnet" and q["images"] == 32 and q["images_per_step"] == 16
-    assert "hide on detnet, query-attacked detnet with 32 images (scores only" in m["headline"]
+    assert m["victim_names"] == ["detnet"]           # the init run's victims are attacked, not this run's victim
+    assert m["headline"].startswith("hide, query-attacked detnet with 32 images (scores only")
     rows = m["heldout"]["detectors"]["members"]
     assert rows["detnet"]["role"] == "attacked" and rows["det_retinanet"]["role"] == "held-out"
     assert "| det_retinanet | " in proc.stdout and "| detnet | " in proc.stdout and "query-attacked" in proc.stdout

@@ -33,8 +33,9 @@ class DetectorKind(AttackKind):
 
     def protocol(self, cfg: DictConfig, inputs: ProtocolInputs):
         attacked = dict(zip(inputs.names, getattr(inputs.victim, "members", [inputs.victim])))
-        members = self.pool(cfg, attacked, inputs.device, inputs.prior)
-        return members, [n for n, m in members.items() if m.role == "attacked"]
+        members = self.pool(cfg, attacked, inputs.device, inputs.prior)       # the init= run's detectors: attacked,
+        return members, [n for n, m in members.items()                     # but not this run's victim
+                         if m.role == "attacked" and not (n in inputs.prior and n not in attacked)]
 
     def pool(self, cfg: DictConfig, attacked: dict[str, object], device, prior: tuple[str, ...] = ()) -> dict:
         return build.protocol_members((cfg.get("evaluation") or {}).get("detectors"), attacked, device, prior=prior)
