@@ -100,12 +100,11 @@ def init_victims(init: str | None, device, channels_last: bool = False):
     """The victim(s) the ``init=`` run attacked, built as that run built them (its config.yaml), as an ensemble: a
     query attack's ``attack.query.keep`` differentiates through them, never through the victim asked."""
     from physattack.cli.runs import open_run
+    from physattack.victims.ensemble import Ensemble
 
     if not init:
         raise InputError("attack.query.keep uses the gradients of the victims the init= run attacked; give "
                          "init=<a finished run>, or set attack.query.keep=0.")
-    from physattack.victims.ensemble import Ensemble
-
     folder = open_run(init)
     node = folder.cfg.get("victim")
     if node is None:

@@ -132,7 +132,8 @@ def add_queries(report: RunReport, kind: str, done, setup, table: str) -> RunRep
     section["attacked_by_gradient"] = list((report.summary.get("init") or {}).get("attacked_by_gradient") or [])
     section["images_to"] = {f"{t:.0%}": first_reaching(section["curve"], t) for t in (0.8, 0.9)}
     report.add(query=section)
-    plot = write_query_plot(Path(setup.run_dir) / "queries.png", section)
+    what = "the sign missed, % of clean-detected frames" if table == "detectors" else None
+    plot = write_query_plot(Path(setup.run_dir) / "queries.png", section, what)
     append_query_report(report, section, plot, table)
     setup.tracker.summary({"query/images": section["images"], "query/answers": section["answers"],
                            "query/victim": section["victim"]})
@@ -211,7 +212,7 @@ def access_table(table: dict, q: dict) -> str:
     return "\n".join(rows)
 
 
-def write_query_plot(path: Path, q: dict) -> Path:
+def write_query_plot(path: Path, q: dict, what: str | None = None) -> Path:
     """Success on the quick grid against images queried (``queries.png``)."""
     import matplotlib
 
@@ -226,7 +227,7 @@ def write_query_plot(path: Path, q: dict) -> Path:
     for level in (80, 90):
         ax.axhline(level, color="grey", lw=0.6, ls=":")
     ax.set_xlabel("images queried")
-    ax.set_ylabel("success, % of clean-correct views")
+    ax.set_ylabel(what or "success, % of clean-correct views")
     ax.set_ylim(0, 100)
     ax.set_title(f"{q['victim']}: {q['answers']} only, {q['optimizer']}, start {q['start']}", fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
