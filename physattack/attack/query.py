@@ -40,6 +40,7 @@ from physattack.victims.detection import best_scores_on_boxes
 
 OPTIMIZERS = ("nes", "search")
 STARTS = ("patch", "clean")
+BASES = ("rgb", "grey")
 
 
 class QueryAttackError(AttackError):
@@ -68,6 +69,8 @@ class QuerySettings:
         judge_every: images between judgements of the current patch on the run's quick grid, through the
             victim itself (never counted: the judge is not the attacker; it draws the success-vs-queries plot).
         judge_views: quick-grid views per judgement.
+        basis: ``rgb`` (one RGB offset per block) or ``grey`` (one brightness offset per block, the same on the three
+            channels: a third of the dimensions to estimate, for the budget's few hundred steps).
         keep: nes: the weight of the ``init=`` run's victims' own loss gradient (their capped margin on the step's
             views; the red team holds them) added to every step, so the patch keeps fooling them; 0: off.
     """
@@ -85,6 +88,7 @@ class QuerySettings:
     margin: float = 2.0
     judge_every: int = 5000
     judge_views: int = 96
+    basis: str = "rgb"
     keep: float = 0.0
 
     def __post_init__(self) -> None:
@@ -95,6 +99,8 @@ class QuerySettings:
             raise E(f"{k}optimizer must be nes, search or auto, not {self.optimizer!r}.")
         if self.start not in STARTS:
             raise E(f"{k}start must be patch or clean, not {self.start!r}.")
+        if self.basis not in BASES:
+            raise E(f"{k}basis must be rgb or grey, not {self.basis!r}.")
         self.samples = E.check_range(k + "samples", self.samples, 1, integer=True, why="pairs or children per step")
         self.views = E.check_range(k + "views", self.views, 1, integer=True, why="views per candidate")
         E.check_range(k + "sigma", self.sigma, 0, 1, lo_open=True, why="colour units")
@@ -293,6 +299,11 @@ class QueryRun:
         return [(str(n), m, Goal(tuple(m.label_set(name)), (), self.attack.targeted, self.settings.margin))
                 for n, m in pairs]
 
+    @property
+    def channels(self) -> int:
+        """Free numbers per block in a perturbation: 3 (``rgb``) or 1 (``grey``: the same on R, G and B)."""
+        return 1 if self.settings.basis == "grey" else 3
+
     def cell_px(self, patch, scene) -> int:
         """A block's side in texels: ``cell_mm``, or the patch's sticker cell (45 mm when it names none)."""
         if self.settings.cell_mm is not None:
@@ -368,7 +379,7 @@ class QueryRun:
     def nes_step(self, adam) -> dict:
         draw, progress = self.draw()
         st = self.settings
-        u = torch.randn(st.samples, self.blocks.blocks, 3, generator=self.generator)
+        u = torch.randn(st.samples, self.blocks.blocks, self.channels, generator=self.generator).expand(-1, -1, 3)
         losses, wins = [], []
         for i in range(st.samples):
             for sign in (1.0, -1.0):
@@ -398,7 +409,7 @@ class QueryRun:
         for _ in range(st.samples):
             child = self.offset.detach().clone()
             pick = torch.randperm(self.blocks.blocks, generator=self.generator)[:k]
-            step = (torch.rand(k, 3, generator=self.generator) * 2 - 1) * st.epsilon
+            step = (torch.rand(k, self.channels, generator=self.generator) * 2 - 1).expand(-1, 3) * st.epsilon
             child[pick] = child[pick] + step.to(child)
             child = self.blocks.clamp(child)
             loss, win = self.ask(child, draw)
@@ -454,7 +465,7 @@ class QueryRun:
             self.judge()
         return {"victim": victim.name, "answers": st.answers, "optimizer": st.method, "images": victim.images,
                 "budget": victim.budget, "steps": self.step, "images_per_step": cost, "blocks": self.blocks.blocks,
-                "block_px": self.blocks.cell_px, "start": st.start, "curve": self.curve,
+                "block_px": self.blocks.cell_px, "basis": st.basis, "start": st.start, "curve": self.curve,
                 "keep": st.keep, "kept": [n for n, _, _ in self.members],
                 "gradient_calls": 0}
 

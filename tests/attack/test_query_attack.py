@@ -104,6 +104,20 @@ def test_labels_only_find_it_too_through_the_share_of_views_won(optimizer, setti
     assert end < 0.15 < 0.5 < start
 
 
+def test_the_grey_basis_moves_each_block_by_one_brightness(tmp_path, no_backward):
+    """``basis=grey``: one number per block, the same on R, G and B; a planted grey optimum is found and the sticker
+    stays grey (from the grey texture it started on)."""
+    victim = Planted()
+    victim.best = torch.tensor([0.85, 0.85, 0.85])
+    setup = setup_for(victim, std=0.02)
+    result = EOTAttack(method="query", queries=6_000, query={"samples": 4, "views": 8, "sigma": 0.05, "lr": 0.05,
+                                                             "margin": 50.0, "cell_mm": None, "basis": "grey"}).run(
+        setup, RunConfig(progress=False), tmp_path)
+    colour = sticker_colour(setup)
+    assert result.queries["basis"] == "grey" and float(colour.max() - colour.min()) < 1e-4
+    assert abs(float(colour.mean()) - 0.85) < 0.08 < abs(0.5 - 0.85)
+
+
 def test_decision_based_mode_never_sees_a_score(tmp_path, monkeypatch):
     from physattack.victims import query
 
@@ -119,6 +133,8 @@ def test_decision_based_mode_never_sees_a_score(tmp_path, monkeypatch):
 def test_bad_settings_are_one_sentence():
     with pytest.raises(AttackError, match="attack.method must be gradient or query"):
         EOTAttack(method="magic")
+    with pytest.raises(AttackError, match="attack.query.basis must be rgb or grey"):
+        EOTAttack(method="query", query={"basis": "hsv"})
     with pytest.raises(AttackError, match="attack.query.start must be patch or clean"):
         EOTAttack(method="query", query={"start": "random"})
     with pytest.raises(AttackError, match="attack.query.sampels is not a setting"):

@@ -170,7 +170,7 @@ def query_line(q: dict) -> str:
     guided = (f"; the gradients of {'+'.join(q['kept'])} (the init run's, held white-box) steered it too "
               f"(keep={q['keep']:g})") if q.get("kept") else ""
     return (f"queries: {_n(q['images'])} images asked of {q['victim']} ({q['answers']}, {q['optimizer']}, {q['steps']} "
-            f"steps of {q['images_per_step']}, {q['blocks']} colour blocks); quick-grid success {first:.1%} -> "
+            f"steps of {q['images_per_step']}, {q['blocks']} {q.get('basis', 'rgb')} blocks); quick-grid success {first:.1%} -> "
             f"{last:.1%} ({to}); no gradient asked of {q['victim']}{guided}")
 
 
