@@ -369,10 +369,7 @@ class QueryRun:
         s = self.setup
         offset = self.offset.detach().clone().requires_grad_(True)
         with torch.enable_grad():
-            texture = self.blocks.texture(offset, draw.base)
-            model = s.colour_model
-            texture = model.print_patch(texture, s.patch.mask) if model is not None else texture
-            images = s.pipeline(s.scene, texture, draw.params).images
+            images = s.pipeline(s.scene, self.texture(offset, draw.base), draw.params).images
             loss = sum(goal.view_loss(member(images).softmax(-1)).mean() for _, member, goal in self.members)
             return torch.autograd.grad(loss / len(self.members), offset)[0]
 

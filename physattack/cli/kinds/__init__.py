@@ -21,8 +21,8 @@ from physattack.cli.kinds.reprogram import ReprogramKind
 from physattack.errors import InputError
 
 
-#: The table, asked in this order: reprogramming, query-only classifiers and detectors, detectors, classifiers (the catch-all of
-#: classifier victims).
+#: The table, asked in this order: reprogramming, query-only classifiers and detectors, detectors, classifiers (the
+#: catch-all of classifier victims).
 KINDS: list[AttackKind] = []
 
 

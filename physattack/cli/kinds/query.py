@@ -30,29 +30,12 @@ class QueryKind(ClassifierKind):
         victim misreads as the attack wants, among those it reads correctly when clean: the curve's figure.
         It asks the victim itself (evaluation, never the optimizer's guide, never counted)."""
         scene, victim, attack = parts.scene, parts.victim, parts.attack
-        params = parts.grid.params()
-        k = min(attack.query.judge_views, len(params))
-        views = params[torch.linspace(0, len(params) - 1, k).round().long()]
         true = torch.tensor(victim.label_set(scene.class_name))
         goal = torch.tensor(victim.label_set(attack.target)) if attack.targeted else None
         device = next(victim.parameters()).device
-
-        @torch.no_grad()
-        def labels(texture):
-            out = []
-            for i in range(0, k, run.eval_batch_size):
-                images = parts.eval_pipeline(scene, texture, views[i:i + run.eval_batch_size]).images
-                out.append(victim(images.to(device)).argmax(-1).cpu())
-            return torch.cat(out)
-
-        correct = torch.isin(labels(scene.texture), true)
-
-        def judge(texture) -> float:
-            read = labels(texture)
-            won = torch.isin(read, goal) if goal is not None else ~torch.isin(read, true)
-            return float(won[correct].float().mean()) if correct.any() else 0.0
-
-        return judge
+        return quick_grid_judge(parts, run, lambda views: victim(views.images.to(device)).argmax(-1).cpu(),
+                                correct=lambda read: torch.isin(read, true),
+                                won=lambda read: torch.isin(read, goal) if goal is not None else ~torch.isin(read, true))
 
     def report(self, done, setup) -> RunReport:
         return add_queries(super().report(done, setup), self.name, done, setup, "victims")
@@ -87,28 +70,14 @@ class QueryDetectorKind(DetectorKind):
         detector itself (evaluation, never the optimizer's guide, never counted)."""
         from physattack.victims.detection import best_scores_on_boxes
 
-        scene, victim, attack = parts.scene, parts.victim, parts.attack
-        params = parts.grid.params()
-        k = min(attack.query.judge_views, len(params))
-        views = params[torch.linspace(0, len(params) - 1, k).round().long()]
-        label, threshold = victim.label_index(scene.class_name), float(victim.score_threshold)
+        victim = parts.victim
+        label, threshold = victim.label_index(parts.scene.class_name), float(victim.score_threshold)
         device = next(victim.parameters()).device
 
-        @torch.no_grad()
-        def found(texture):
-            out = []
-            for i in range(0, k, run.eval_batch_size):
-                rendered = parts.eval_pipeline(scene, texture, views[i:i + run.eval_batch_size])
-                dets = victim(rendered.images.to(device)).detections
-                out.append(best_scores_on_boxes(dets, rendered.boxes, label) >= threshold)
-            return torch.cat(out)
+        def found(views):
+            return best_scores_on_boxes(victim(views.images.to(device)).detections, views.boxes, label) >= threshold
 
-        clean = found(scene.texture)
-
-        def judge(texture) -> float:
-            return float((~found(texture))[clean].float().mean()) if clean.any() else 0.0
-
-        return judge
+        return quick_grid_judge(parts, run, found, correct=lambda read: read, won=lambda read: ~read)
 
     def report(self, done, setup) -> RunReport:
         return add_queries(super().report(done, setup), self.name, done, setup, "detectors")
@@ -118,6 +87,26 @@ class QueryDetectorKind(DetectorKind):
 
     def console(self, report: RunReport) -> list[str]:
         return super().console(report) + query_console(report, "detectors")
+
+
+def quick_grid_judge(parts, run, read, correct, won):
+    """texture -> the share of the quick grid's first ``attack.query.judge_views`` views (spread evenly) that
+    ``won`` (of what ``read`` says of the rendered views), among those the clean sign's reading makes ``correct``."""
+    params = parts.grid.params()
+    k = min(parts.attack.query.judge_views, len(params))
+    views = params[torch.linspace(0, len(params) - 1, k).round().long()]
+
+    @torch.no_grad()
+    def reads(texture):
+        return torch.cat([read(parts.eval_pipeline(parts.scene, texture, views[i:i + run.eval_batch_size]))
+                          for i in range(0, k, run.eval_batch_size)])
+
+    ok = correct(reads(parts.scene.texture))
+
+    def judge(texture) -> float:
+        return float(won(reads(texture))[ok].float().mean()) if ok.any() else 0.0
+
+    return judge
 
 
 def add_queries(report: RunReport, kind: str, done, setup, table: str) -> RunReport:
