@@ -217,7 +217,8 @@ def still_needed(readings: Readings, settings: DriveSettings) -> Needed:
 
 
 def drive_metrics(outcomes: list[DriveOutcome]) -> dict:
-    """Shares of drives that stop, clean and attacked, overall and per speed and per light; the
+    """Shares of drives that stop, clean and attacked, overall and per speed and per light (and per weather and
+    occlusion where the drives have more than clear air and nothing in the way); the
     attack's success (drives that stop clean and run the sign attacked, over drives that stop clean)."""
     def block(subset: list[DriveOutcome]) -> dict:
         clean = torch.tensor([o.stops("clean") for o in subset], dtype=torch.bool)
@@ -233,10 +234,10 @@ def drive_metrics(outcomes: list[DriveOutcome]) -> dict:
     out = {**block(outcomes),
            "by_speed": {f"{s:g}": block([o for o in outcomes if o.drive.speed_kmh == s]) for s in speeds},
            "by_lighting": {li: block([o for o in outcomes if o.drive.light == li]) for li in lights}}
-    weathers = list(dict.fromkeys(getattr(o.drive, "weather", "clear") for o in outcomes))
-    if weathers != ["clear"]:
-        out["by_weather"] = {w: block([o for o in outcomes if getattr(o.drive, "weather", "clear") == w])
-                             for w in weathers}
+    for key, attr, default in (("by_weather", "weather", "clear"), ("by_occlusion", "occlusion", "none")):
+        values = list(dict.fromkeys(getattr(o.drive, attr, default) for o in outcomes))
+        if values != [default]:
+            out[key] = {v: block([o for o in outcomes if getattr(o.drive, attr, default) == v]) for v in values}
     return out
 
 

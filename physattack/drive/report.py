@@ -57,6 +57,8 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
         lines.append(row(li, m))
     for weather, m in metrics.get("by_weather", {}).items():
         lines.append(row(f"weather: {weather}", m))
+    for occlusion, m in metrics.get("by_occlusion", {}).items():
+        lines.append(row(f"occlusion: {occlusion}", m))
     lines += ["", "## Every drive", "",
               "| # | speed km/h | light | effects | lane offset m | background | braking m | clean: recognised at m | "
               "attacked: recognised at m |", "|---|---|---|---|---|---|---|---|---|"]
@@ -70,7 +72,8 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
             where = f" ({at:.1f})" if at is not None else " (never)"
             cells.append(("stops" if o.stops(name) else "**runs**") + where)
         d = o.drive
-        light = d.light if getattr(d, "weather", "clear") == "clear" else f"{d.light}, {d.weather}"
+        light = ", ".join([d.light] + [v for v, default in ((getattr(d, "weather", "clear"), "clear"),
+                                                             (getattr(d, "occlusion", "none"), "none")) if v != default])
         lines.append(f"| {o.index} | {d.speed_kmh:g} | {light} | {d.effects} | {d.lane_offset_m:g} | "
                      f"{d.background} | {o.braking_m:.1f} | {cells[0]} | {cells[1]} |")
     lines += ["", "Drives not drawn are judged until the frame past their braking point (their verdict is known "

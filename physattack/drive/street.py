@@ -12,7 +12,7 @@ lane, ``lane_offset_m`` to the left of the sign, so the road's right edge is ``l
 from the sign. To the right of that edge: a kerb, a verge and a sidewalk, then buildings; to the left: the
 oncoming lane, a kerb, a sidewalk and buildings. Other signs stand on posts on both sides at least
 ``clear_m`` up or down the road from the stop sign; parked cars stand on the far side of the road and on the
-near side only past the sign (here no object hides the sign; occlusion is a separate question).
+near side only past the sign (no street object hides the sign: ``occlusion.py`` adds what does).
 
 Drawing: every object is a set of flat polygons, each lit flat by the drive's light (ambient + diffuse ×
 cos of the angle between its normal and the light, in the light's colour), clipped to the camera's near
@@ -269,6 +269,24 @@ def _clip_near(cam: np.ndarray, near: float) -> np.ndarray:
     return np.asarray(out)
 
 
+def project_polygon(points: np.ndarray, R: np.ndarray, T: np.ndarray, focal_px: float, principal_px, size,
+                    near: float = 0.3):
+    """A polygon (N×3 world metres) through a pinhole (world-to-camera ``R``, ``T``; ``principal_px`` in the drawn
+    image's pixels, ``size`` its (w, h)), clipped to the ``near`` plane: its vertices in pixels (M×2), its
+    farthest and its mean depth; None when nothing of it lies in front of the camera and inside the image."""
+    cam = points @ R.T + T
+    if (cam[:, 2] < near).all():
+        return None
+    cam = _clip_near(cam, near)
+    if len(cam) < 3:
+        return None
+    cx, cy = principal_px
+    uv = np.stack([focal_px * cam[:, 0] / cam[:, 2] + cx, focal_px * cam[:, 1] / cam[:, 2] + cy], 1)
+    if uv[:, 0].max() < 0 or uv[:, 0].min() > size[0] or uv[:, 1].max() < 0 or uv[:, 1].min() > size[1]:
+        return None
+    return uv, float(cam[:, 2].max()), float(cam[:, 2].mean())
+
+
 @dataclass(frozen=True)
 class Pinhole:
     """One frame's camera: world-to-camera ``R`` (3×3) and ``T`` (3), a focal length and a principal point in
@@ -313,17 +331,12 @@ def render_street(street: Street, camera: Pinhole, region: Region, lights: dict,
     polys, faces = street.polygons()
     items = []
     for p in polys:
-        cam = p.points @ R.T + T
-        if (cam[:, 2] < near).all():
+        projected = project_polygon(p.points, R, T, focal_px, (cx, cy), (w, h), near)
+        if projected is None:
             continue
-        cam = _clip_near(cam, near)
-        if len(cam) < 3:
-            continue
-        uv = np.stack([focal_px * cam[:, 0] / cam[:, 2] + cx, focal_px * cam[:, 1] / cam[:, 2] + cy], 1)
-        if uv[:, 0].max() < 0 or uv[:, 0].min() > w or uv[:, 1].max() < 0 or uv[:, 1].min() > h:
-            continue
-        items.append((float(cam[:, 2].max()), 0, uv, (np.clip(np.asarray(p.colour) * _shade(p.normal, lights), 0, 1),
-                                                      None if p.normal[1] else float(cam[:, 2].mean()))))
+        uv, far, mean = projected
+        items.append((far, 0, uv, (np.clip(np.asarray(p.colour) * _shade(p.normal, lights), 0, 1),
+                                   None if p.normal[1] else mean)))
     for f in faces:
         rgba, size_m = _sign_face(f.name)
         x, _, z = f.centre
@@ -436,5 +449,5 @@ def bank_with_streets(count: int = 48, seed: int = 0, folder=None, streets: int 
     return bank
 
 
-__all__ = ["DISTRACTORS", "HELD_OUT_STREETS", "Pinhole", "Polygon", "SignFace", "Street", "bank_with_streets", "render_street",
-           "street_backdrop", "street_backgrounds"]
+__all__ = ["DISTRACTORS", "HELD_OUT_STREETS", "Pinhole", "Polygon", "SignFace", "Street", "bank_with_streets",
+           "project_polygon", "render_street", "street_backdrop", "street_backgrounds"]

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from physattack.drive.night import Headlights, headlit
+from physattack.drive.occlusion import OCCLUSION, ambient_only
 from physattack.drive.weather import BACKDROP_DEPTH_M, WEATHER, add_rain, fogged
 from physattack.eot.backgrounds import BackgroundBank
 from physattack.eot.effects import apply_camera_effects
@@ -157,6 +158,7 @@ class DriveFrames:
         street: the street behind the sign (``physattack.drive.street.Street``), or None: the background bank.
         headlights: the car's headlamps at night (``physattack.drive.night.Headlights``), or None.
         weather: fog and rain (``physattack.drive.weather.Weather``), or None: clear air.
+        occlusion: what hides part of the sign, or a shadow on it (``physattack.drive.occlusion.Occluder``), or None.
     """
 
     time_s: Tensor
@@ -169,6 +171,7 @@ class DriveFrames:
     street: object = None
     headlights: object = None
     weather: object = None
+    occlusion: object = None
 
     def __len__(self) -> int:
         return self.time_s.shape[0]
@@ -178,7 +181,7 @@ class DriveFrames:
             index = slice(index, index + 1)
         return DriveFrames(self.time_s[index], self.distance_m[index], self.azimuth_deg[index],
                            self.elevation_deg[index], self.camera_m[index], self.face_boxes[index], self.params[index],
-                           self.street, self.headlights, self.weather)
+                           self.street, self.headlights, self.weather, self.occlusion)
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,7 @@ class Drive:
         street: the seed of the street around the sign (``physattack.drive.street``); None: the frame's
             background is a bank image (``background``).
         weather: a weather preset (``physattack.drive.weather.WEATHER``: clear, fog, haze, rain).
+        occlusion: an occlusion preset (``physattack.drive.occlusion.OCCLUSION``: none, foliage, truck, shadow).
     """
 
     speed_kmh: float = 50.0
@@ -216,10 +220,12 @@ class Drive:
     background_zoom: float = 0.25
     street: int | None = None
     weather: str = "clear"
+    occlusion: str = "none"
 
     def __post_init__(self) -> None:
         key = "drive."
         _check_presets(key + "weather", [self.weather], WEATHER)
+        _check_presets(key + "occlusion", [self.occlusion], OCCLUSION)
         check_range(key + "speed_kmh", self.speed_kmh, 0.0, lo_open=True, why="the car's speed in km/h")
         check_range(key + "lane_offset_m", self.lane_offset_m, 0.0, why="metres from the camera's path to the sign")
         check_range(key + "start_m", self.start_m, 0.0, lo_open=True, why="the sign's distance at the first frame, m")
@@ -244,6 +250,8 @@ class Drive:
             out["street"] = self.street
         if self.weather != "clear":
             out["weather"] = self.weather
+        if self.occlusion != "none":
+            out["occlusion"] = self.occlusion
         return out
 
     def street_scene(self):
@@ -280,9 +288,11 @@ class Drive:
         elevation = torch.rad2deg(torch.asin(cam[:, 1] / rng))
         headlights = Headlights() if self.light == "night" else None
         weather = WEATHER[self.weather] if self.weather != "clear" else None
+        occluder = OCCLUSION[self.occlusion].build(self.seed, self.lane_offset_m, self.sign_height_m, face_size_m,
+                                                   self.start_m)
         return DriveFrames(t, s, azimuth, elevation, cam, boxes, self._params(dashcam, s, rng, azimuth, elevation,
                                                                               face_size_m[0]), self.street_scene(),
-                           headlights, weather)
+                           headlights, weather, occluder)
 
     def _params(self, dashcam: Dashcam, s: Tensor, rng: Tensor, azimuth: Tensor, elevation: Tensor,
                 width_m: float) -> SceneParams:
@@ -398,6 +408,10 @@ class DriveRenderer:
                     continue
                 cam = self.dashcam.cameras(frames.camera_m[i:i + 1].to(texture.device), win)
                 views = self.renderer.render(scene, texture, cam, frames.params[i].to(texture.device).lights())
+                if frames.occlusion is not None and frames.occlusion.shadow is not None:
+                    unlit = self.renderer.render(scene, texture, cam,
+                                                 ambient_only(frames.params[i]).to(texture.device).lights())
+                    views = replace(views, images=frames.occlusion.shade(views.images, unlit.images, cam))
                 if frames.headlights is not None:
                     views = replace(views, images=views.images + headlit(self.renderer, scene, texture, cam, views.alpha,
                                                                          frames.headlights, frames.camera_m[i:i + 1]))
@@ -415,6 +429,9 @@ class DriveRenderer:
                 a = views.alpha[0, :, sub[0], sub[1]]
                 bg = out[j, :, dst[0], dst[1]]
                 out[j, :, dst[0], dst[1]] = views.images[0, :, sub[0], sub[1]] + bg * (1 - a)   # premultiplied
+            if frames.occlusion is not None and frames.occlusion.polygons:
+                out = frames.occlusion.cover(out, self.dashcam.cameras(frames.camera_m[start:rows.stop]), region,
+                                             params, frames.weather)
             if frames.weather is not None:
                 out = add_rain(out, frames.weather, params.noise_seed)
             if effects:
@@ -449,9 +466,11 @@ class DriveSet:
     world: str = "backdrop"
     street_seed: int = 50_000
     weather: list[str] = field(default_factory=lambda: ["clear"])
+    occlusion: list[str] = field(default_factory=lambda: ["none"])
 
     def __post_init__(self) -> None:
         key = "drive.drives."
+        _check_presets(key + "occlusion", self.occlusion, OCCLUSION)
         if self.world not in ("backdrop", "street"):
             raise InputError(f"drive.drives.world must be backdrop (a background image behind the sign) or street (a "
                              f"procedural street around it); got {self.world!r}.")
@@ -472,7 +491,7 @@ class DriveSet:
 
     def drives(self) -> list[Drive]:
         out = []
-        for weather in self.weather:
+        for occlusion, weather in ((o, w) for o in self.occlusion for w in self.weather):
             for fx in self.effects:
                 for rep in range(self.backgrounds_per_drive):
                     for offset in self.lane_offsets_m:
@@ -485,12 +504,13 @@ class DriveSet:
                                     seed=self.seed + i, sign_height_m=self.sign_height_m,
                                     blur_sigma_px=self.blur_sigma_px, noise_std=self.noise_std,
                                     background_zoom=self.background_zoom,
-                                    street=self.street_seed + i if self.world == "street" else None, weather=weather))
+                                    street=self.street_seed + i if self.world == "street" else None, weather=weather,
+                                    occlusion=occlusion))
         return out
 
     def __len__(self) -> int:
         return (len(self.speeds_kmh) * len(self.lighting) * len(self.lane_offsets_m) * len(self.effects)
-                * self.backgrounds_per_drive * len(self.weather))
+                * self.backgrounds_per_drive * len(self.weather) * len(self.occlusion))
 
 
 @torch.no_grad()

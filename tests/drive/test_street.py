@@ -110,15 +110,15 @@ def test_fog_takes_contrast_by_depth_and_rain_is_the_same_for_the_same_frame(sto
         DriveSet(weather=["snow"])
 
 
-def test_the_eot_samplers_never_draw_a_street_night_or_weather():
-    """The held-out streets, night and weather are for judging only: every drive an EOT sampler draws is a
-    daylight drive over a background image in clear air."""
+def test_the_eot_samplers_never_draw_a_street_night_weather_or_occlusion():
+    """The held-out streets, night, weather and occlusions are for judging only: every drive an EOT sampler draws
+    is a daylight drive over a background image in clear air with nothing in the way."""
     from physattack.drive.trajectories import DriveSampler, random_drives
 
     drives = DriveSampler().drives(64, torch.Generator().manual_seed(0))
     drives += random_drives(64, (20.0, 90.0), (2.0, 8.0), 24, torch.Generator().manual_seed(1))
-    assert all(d.street is None and d.weather == "clear" and d.light in ("noon", "overcast", "low_sun")
-               for d in drives)
+    assert all(d.street is None and d.weather == "clear" and d.occlusion == "none"
+               and d.light in ("noon", "overcast", "low_sun") for d in drives)
 
 
 def test_a_training_bank_can_hold_training_streets_below_the_held_out_ones():

@@ -1,0 +1,78 @@
+"""Occlusion and shadows over a drive (physattack/drive/occlusion.py): a parked truck hides the sign until the car
+is near enough to see past it, foliage hides part of the face and leaves the rest (and its gradient) to the
+texture, a shadow darkens one side of an edge by day and nothing at night, and the drive set and its report
+carry the presets as conditions of their own."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer, DriveSet
+from physattack.eot import BackgroundBank
+from physattack.errors import InputError
+from physattack.render import Renderer
+
+CAM = Dashcam(width_px=640, height_px=360)
+
+
+def sign_pixels(scene, occlusion, at_m, light="noon", texture=None, lane_offset_m=6.0):
+    """The pixels of the sign's face box in the frame nearest ``at_m`` of a drive with ``occlusion``."""
+    drive = Drive(speed_kmh=36.0, lane_offset_m=lane_offset_m, start_m=80.0, fps=2.0, noise_std=0.0,
+                  blur_sigma_px=0.0, occlusion=occlusion, light=light, seed=5)
+    frames = drive.frames(CAM, tuple(scene.texture_size_m))
+    i = int((frames.distance_m - at_m).abs().argmin())
+    frames = frames[i]
+    x0, y0, x1, y1 = (int(v) for v in frames.face_boxes[0])
+    region = (x0 - 2, y0 - 2, x1 + 2, y1 + 2)
+    renderer = DriveRenderer(Renderer(), BackgroundBank(2, seed=1000), CAM)
+    images = renderer.render(scene, scene.texture if texture is None else texture, frames, region=region,
+                             effects=False).images
+    return images[0, :, 3:-3, 3:-3]
+
+
+def changed(a, b, tol=0.03):
+    return float(((a - b).abs().amax(0) > tol).float().mean())
+
+
+def test_a_parked_truck_hides_the_sign_until_the_car_is_past_its_rear_corner(stop_scene):
+    assert changed(sign_pixels(stop_scene, "truck", 70.0), sign_pixels(stop_scene, "none", 70.0)) > 0.95
+    assert changed(sign_pixels(stop_scene, "truck", 36.0), sign_pixels(stop_scene, "none", 36.0)) == 0.0
+    with pytest.raises(InputError, match="drive.drives.occlusion=truck needs room"):
+        Drive(lane_offset_m=2.5, occlusion="truck").frames(CAM, tuple(stop_scene.texture_size_m))
+
+
+def test_foliage_hides_part_of_the_face_and_the_rest_still_carries_the_gradient(stop_scene):
+    share = changed(sign_pixels(stop_scene, "foliage", 15.0), sign_pixels(stop_scene, "none", 15.0))
+    assert 0.1 < share < 0.6
+    texture = stop_scene.texture.clone().requires_grad_(True)
+    sign_pixels(stop_scene, "foliage", 30.0, texture=texture).sum().backward()
+    assert texture.grad is not None and float(texture.grad.abs().sum()) > 0
+
+
+def test_a_shadow_darkens_one_side_of_its_edge_by_day_and_changes_nothing_at_night(stop_scene):
+    lit, shaded = sign_pixels(stop_scene, "none", 20.0), sign_pixels(stop_scene, "shadow", 20.0)
+    darker = (shaded.sum(0) < lit.sum(0) - 0.05).float().mean()
+    assert 0.1 < float(darker) < 0.9
+    assert bool((shaded <= lit + 1e-4).all())                     # a shadow only takes light away
+    night = [sign_pixels(stop_scene, o, 20.0, light="night") for o in ("none", "shadow")]
+    assert torch.allclose(night[0], night[1], atol=1e-4)
+
+
+def test_the_drive_set_judges_each_occlusion_as_a_condition_of_its_own():
+    from types import SimpleNamespace
+
+    from physattack.drive.judge import drive_metrics
+
+    drives = DriveSet(occlusion=["none", "truck"]).drives()
+    assert len(drives) == 36 == len(DriveSet(occlusion=["none", "truck"]))
+    assert [d.occlusion for d in drives[17:19]] == ["none", "truck"]
+    assert drives[20].describe()["occlusion"] == "truck" and "occlusion" not in drives[0].describe()
+    with pytest.raises(InputError, match="drive.drives.occlusion has unknown preset"):
+        DriveSet(occlusion=["snow"])
+    outcome = lambda d, stops: SimpleNamespace(  # noqa: E731
+        drive=d, readings={"clean": 0, "attacked": 0}, stops=lambda name, *_: name == "clean" or stops)
+    metrics = drive_metrics([outcome(drives[0], False), outcome(drives[20], True)])
+    assert metrics["by_occlusion"]["none"]["attack_success_rate"]["rate"] == 1.0
+    assert metrics["by_occlusion"]["truck"]["attack_success_rate"]["rate"] == 0.0
+    assert "by_occlusion" not in drive_metrics([outcome(drives[0], False)])
