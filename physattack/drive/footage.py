@@ -218,7 +218,7 @@ def write_footage(renderer, scene, texture: Tensor, frames, folder: str | Path, 
 
     folder = Path(folder)
     (folder / "frames").mkdir(parents=True, exist_ok=True)
-    uv, _ = renderer.dashcam.cameras(frames.camera_m).project(face_corners(tuple(scene.texture_size_m)))
+    uv, _ = frames.cameras(renderer.dashcam).project(face_corners(tuple(scene.texture_size_m)))
     corners = {}
     for start in range(0, len(frames), chunk):
         sub = frames[start:start + chunk]

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from physattack.drive.street import Polygon, _jitter, _quad, _shade, project_polygon
+from physattack.drive.street import Polygon, _jitter, _quad, _shade, light_fields, project_polygon
 from physattack.errors import InputError
 
 Region = tuple[int, int, int, int]
@@ -124,9 +124,10 @@ class Occluder:
     shadow: tuple | None = None
     penumbra_m: float = 0.03
 
-    def cover(self, images: Tensor, cameras, region: Region, params, weather=None) -> Tensor:
+    def cover(self, images: Tensor, cameras, region: Region, params, weather=None, yaw_deg: float = 0.0) -> Tensor:
         """``images`` (B×3×h×w, the frames' ``region``) with the polygons drawn over them, as ``cameras``
-        (``Cameras`` of the full frame) see them under ``params``' light, through ``weather``'s fog."""
+        (``Cameras`` of the full frame, in the road's coordinates) see them under ``params``' light (in the
+        coordinates of a sign turned ``yaw_deg`` on its post), through ``weather``'s fog."""
         if not self.polygons:
             return images
         from physattack.drive.weather import airlight, transmission
@@ -139,11 +140,7 @@ class Occluder:
             R, T = cameras.R[i].double().cpu().numpy(), cameras.T[i].double().cpu().numpy()
             focal = float(cameras.focal_px[i])
             cx, cy = float(cameras.principal_px[i, 0]) - x0, float(cameras.principal_px[i, 1]) - y0
-            d = lights.direction[i].cpu().numpy()
-            light = {"ambient": float(lights.ambient[i]), "diffuse": float(lights.diffuse[i]),
-                     "color": lights.color[i].cpu().numpy().astype(np.float32),
-                     "light_elevation_deg": math.degrees(math.asin(float(np.clip(d[1], -1, 1)))),
-                     "light_azimuth_deg": math.degrees(math.atan2(float(d[0]), float(d[2])))}
+            light = light_fields(lights, i, yaw_deg)
             air = airlight(light["ambient"], light["diffuse"], light["color"])
             colour = np.zeros((h, w, 3), np.float32)
             cover = np.zeros((h, w), np.float32)

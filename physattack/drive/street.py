@@ -384,16 +384,24 @@ def _paste_face(image: np.ndarray, rgba: np.ndarray, light: np.ndarray, corners:
     return win, alpha[..., 0]
 
 
-def street_backdrop(street: Street, cameras, region: Region, lights, weather=None, headlights=None) -> Tensor:
+def light_fields(lights, i: int, yaw_deg: float = 0.0) -> dict:
+    """View ``i`` of ``lights`` (``physattack.render.shade.Lights``, in the sign's coordinates) as the fields flat
+    polygons are lit by (``_shade``), in the road's coordinates: the sign is turned ``yaw_deg`` on its post."""
+    d = lights.direction[i].cpu().numpy()
+    return {"ambient": float(lights.ambient[i]), "diffuse": float(lights.diffuse[i]),
+            "color": lights.color[i].cpu().numpy().astype(np.float32),
+            "light_elevation_deg": math.degrees(math.asin(float(np.clip(d[1], -1, 1)))),
+            "light_azimuth_deg": math.degrees(math.atan2(float(d[0]), float(d[2]))) - yaw_deg}
+
+
+def street_backdrop(street: Street, cameras, region: Region, lights, weather=None, headlights=None,
+                    yaw_deg: float = 0.0) -> Tensor:
     """B×3×h×w: ``street`` behind B frames seen by ``cameras`` (``physattack.render.camera.Cameras`` of the full
-    frame), lit by ``lights`` (``physattack.render.shade.Lights``), through ``weather``'s fog."""
+    frame, in the road's coordinates), lit by ``lights`` (``physattack.render.shade.Lights``, in the coordinates of a
+    sign turned ``yaw_deg`` on its post), through ``weather``'s fog."""
     out = []
     for i in range(len(cameras)):
-        light = {"ambient": float(lights.ambient[i]), "diffuse": float(lights.diffuse[i]),
-                 "color": lights.color[i].cpu().numpy().astype(np.float32)}
-        d = lights.direction[i].cpu().numpy()
-        light["light_elevation_deg"] = math.degrees(math.asin(float(np.clip(d[1], -1, 1))))
-        light["light_azimuth_deg"] = math.degrees(math.atan2(float(d[0]), float(d[2])))
+        light = light_fields(lights, i, yaw_deg)
         pinhole = Pinhole(cameras.R[i].double().cpu().numpy(), cameras.T[i].double().cpu().numpy(),
                           float(cameras.focal_px[i]), tuple(float(v) for v in cameras.principal_px[i]))
         image = render_street(street, pinhole, region, light, weather, headlights)
@@ -450,4 +458,4 @@ def bank_with_streets(count: int = 48, seed: int = 0, folder=None, streets: int 
 
 
 __all__ = ["DISTRACTORS", "HELD_OUT_STREETS", "Pinhole", "Polygon", "SignFace", "Street", "bank_with_streets",
-           "project_polygon", "render_street", "street_backdrop", "street_backgrounds"]
+           "light_fields", "project_polygon", "render_street", "street_backdrop", "street_backgrounds"]

@@ -109,16 +109,18 @@ class Dashcam:
         return replace(self, width_px=max(16, round(self.width_px * factor)),
                        height_px=max(16, round(self.height_px * factor)))
 
-    def cameras(self, positions_m: Tensor, window: Region | None = None) -> Cameras:
-        """Cameras at ``positions_m`` (T×3, the sign's coordinates) looking down the road (-z),
-        seeing the full frame or its ``window`` (x0, y0, x1, y1 in pixels)."""
+    def cameras(self, positions_m: Tensor, window: Region | None = None, yaw_deg: float = 0.0) -> Cameras:
+        """Cameras at ``positions_m`` (T×3, the sign's coordinates) looking down the road (-z of the road, which is
+        the sign's when the sign is not turned on its post; ``yaw_deg``: see ``turn``), seeing the full frame or
+        its ``window`` (x0, y0, x1, y1 in pixels)."""
         t = positions_m.shape[0]
         dt, dev = positions_m.dtype, positions_m.device
         p = math.radians(self.pitch_deg)
         right = torch.tensor([1.0, 0.0, 0.0], dtype=dt, device=dev)
         forward = torch.tensor([0.0, math.sin(p), -math.cos(p)], dtype=dt, device=dev)
         down = torch.linalg.cross(forward, right)
-        R = torch.stack([right, down, forward]).expand(t, 3, 3).contiguous()
+        R = torch.stack([right, down, forward]) @ turn(-yaw_deg).to(dt).to(dev)
+        R = R.expand(t, 3, 3).contiguous()
         T = -(R @ positions_m.unsqueeze(-1)).squeeze(-1)
         x0, y0, x1, y1 = window if window is not None else (0, 0, self.width_px, self.height_px)
         principal = torch.tensor([self.width_px / 2 - x0, self.height_px / 2 - y0], dtype=dt, device=dev)
@@ -128,6 +130,15 @@ class Dashcam:
     def vanishing_point(self) -> tuple[float, float]:
         """Where the road's direction meets the frame, (u, v) in pixels."""
         return self.width_px / 2, self.height_px / 2 - self.focal_px * math.tan(math.radians(self.pitch_deg))
+
+
+def turn(yaw_deg: float) -> Tensor:
+    """3×3: a turn by ``yaw_deg`` about the vertical (y), +z towards +x. A sign turned ``yaw_deg`` on its post (its
+    face towards the road for a positive angle: the road is at -x) has ``p_sign = turn(yaw_deg) @ p_road`` for
+    the road's coordinates (origin at the face centre, -z down the road)."""
+    a = math.radians(yaw_deg)
+    c, s = math.cos(a), math.sin(a)
+    return torch.tensor([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]], dtype=torch.float64)
 
 
 def face_corners(size_m: tuple[float, float]) -> Tensor:
@@ -159,6 +170,7 @@ class DriveFrames:
         headlights: the car's headlamps at night (``physattack.drive.night.Headlights``), or None.
         weather: fog and rain (``physattack.drive.weather.Weather``), or None: clear air.
         occlusion: what hides part of the sign, or a shadow on it (``physattack.drive.occlusion.Occluder``), or None.
+        yaw_deg: the sign turned on its post (``turn``); the street and occluders stand in the road's coordinates.
     """
 
     time_s: Tensor
@@ -172,6 +184,7 @@ class DriveFrames:
     headlights: object = None
     weather: object = None
     occlusion: object = None
+    yaw_deg: float = 0.0
 
     def __len__(self) -> int:
         return self.time_s.shape[0]
@@ -181,7 +194,16 @@ class DriveFrames:
             index = slice(index, index + 1)
         return DriveFrames(self.time_s[index], self.distance_m[index], self.azimuth_deg[index],
                            self.elevation_deg[index], self.camera_m[index], self.face_boxes[index], self.params[index],
-                           self.street, self.headlights, self.weather, self.occlusion)
+                           self.street, self.headlights, self.weather, self.occlusion, self.yaw_deg)
+
+    def cameras(self, dashcam: Dashcam, window: Region | None = None) -> Cameras:
+        """The frames' cameras in the sign's coordinates (what the sign is rendered and projected through)."""
+        return dashcam.cameras(self.camera_m, window, self.yaw_deg)
+
+    def road_cameras(self, dashcam: Dashcam) -> Cameras:
+        """The same cameras in the road's coordinates (what the street and occluders are drawn through)."""
+        road = self.camera_m.double() @ turn(self.yaw_deg).to(self.camera_m.device)     # turn(-yaw) @ p, row-wise
+        return dashcam.cameras(road.to(self.camera_m.dtype))
 
 
 @dataclass(frozen=True)
@@ -204,6 +226,8 @@ class Drive:
             background is a bank image (``background``).
         weather: a weather preset (``physattack.drive.weather.WEATHER``: clear, fog, haze, rain).
         occlusion: an occlusion preset (``physattack.drive.occlusion.OCCLUSION``: none, foliage, truck, shadow).
+        sign_yaw_deg: the sign turned on its post, towards the road for a positive angle (±15° is common); the
+            light keeps its direction on the road, so the face meets it at another angle too.
     """
 
     speed_kmh: float = 50.0
@@ -221,9 +245,12 @@ class Drive:
     street: int | None = None
     weather: str = "clear"
     occlusion: str = "none"
+    sign_yaw_deg: float = 0.0
 
     def __post_init__(self) -> None:
         key = "drive."
+        check_range(key + "sign_yaw_deg", self.sign_yaw_deg, -60.0, 60.0,
+                    why="degrees the sign is turned on its post, towards the road for a positive angle")
         _check_presets(key + "weather", [self.weather], WEATHER)
         _check_presets(key + "occlusion", [self.occlusion], OCCLUSION)
         check_range(key + "speed_kmh", self.speed_kmh, 0.0, lo_open=True, why="the car's speed in km/h")
@@ -252,6 +279,8 @@ class Drive:
             out["weather"] = self.weather
         if self.occlusion != "none":
             out["occlusion"] = self.occlusion
+        if self.sign_yaw_deg:
+            out["sign_yaw_deg"] = self.sign_yaw_deg
         return out
 
     def street_scene(self):
@@ -272,7 +301,9 @@ class Drive:
         s = self.start_m - self.speed_mps * t
         cam = torch.stack([torch.full_like(s, -self.lane_offset_m),
                            torch.full_like(s, dashcam.height_m - self.sign_height_m), s], dim=1)
-        boxes, ahead = projected_boxes(dashcam.cameras(cam), face_corners(face_size_m).double())
+        cam = cam @ turn(self.sign_yaw_deg).T                           # the sign's coordinates
+        boxes, ahead = projected_boxes(dashcam.cameras(cam, yaw_deg=self.sign_yaw_deg),
+                                       face_corners(face_size_m).double())
         w, h = dashcam.width_px, dashcam.height_px
         inside = ahead & (boxes[:, 2] > 0) & (boxes[:, 0] < w) & (boxes[:, 3] > 0) & (boxes[:, 1] < h) & (s > 0)
         if not bool(inside[0]):
@@ -292,7 +323,7 @@ class Drive:
                                                    self.start_m)
         return DriveFrames(t, s, azimuth, elevation, cam, boxes, self._params(dashcam, s, rng, azimuth, elevation,
                                                                               face_size_m[0]), self.street_scene(),
-                           headlights, weather, occluder)
+                           headlights, weather, occluder, self.sign_yaw_deg)
 
     def _params(self, dashcam: Dashcam, s: Tensor, rng: Tensor, azimuth: Tensor, elevation: Tensor,
                 width_m: float) -> SceneParams:
@@ -300,6 +331,7 @@ class Drive:
         full = lambda v: torch.full((n,), float(v))  # noqa: E731
         fx = CAMERA_EFFECT_PRESETS[self.effects]
         light = {k: full(v) for k, v in DRIVE_LIGHTS[self.light].items()}
+        light["light_azimuth_deg"] = light["light_azimuth_deg"] + self.sign_yaw_deg     # fixed on the road
         g = torch.Generator().manual_seed(self.seed)
         progress = 1 - s / self.start_m
         share = dashcam.focal_px * width_m / rng / dashcam.width_px
@@ -380,7 +412,7 @@ class DriveRenderer:
         if not (0 <= x0 < x1 <= cam_w and 0 <= y0 < y1 <= cam_h):
             raise InputError(f"The region {list(region)} is not inside the {cam_w}×{cam_h} frame.")
         verts = scene.mesh.verts.cpu()
-        cams = self.dashcam.cameras(frames.camera_m)
+        cams = frames.cameras(self.dashcam)
         windows, ahead = projected_boxes(cams, verts)
         images, boxes = [], torch.zeros(len(frames), 4)
         for start in range(0, len(frames), batch):
@@ -389,8 +421,9 @@ class DriveRenderer:
             if frames.street is not None:
                 from physattack.drive.street import street_backdrop
 
-                out = street_backdrop(frames.street, self.dashcam.cameras(frames.camera_m[start:rows.stop]), region,
-                                      params.lights(), frames.weather, frames.headlights).to(texture.device)
+                out = street_backdrop(frames.street, frames[start:rows.stop].road_cameras(self.dashcam), region,
+                                      params.lights(), frames.weather, frames.headlights,
+                                      frames.yaw_deg).to(texture.device)
             else:
                 out = self.background(params, region).to(texture.device)
                 if frames.headlights is not None:
@@ -406,7 +439,7 @@ class DriveRenderer:
                        min(cam_w, math.ceil(wx1) + m), min(cam_h, math.ceil(wy1) + m))
                 if win[2] <= win[0] or win[3] <= win[1]:
                     continue
-                cam = self.dashcam.cameras(frames.camera_m[i:i + 1].to(texture.device), win)
+                cam = self.dashcam.cameras(frames.camera_m[i:i + 1].to(texture.device), win, frames.yaw_deg)
                 views = self.renderer.render(scene, texture, cam, frames.params[i].to(texture.device).lights())
                 if frames.occlusion is not None and frames.occlusion.shadow is not None:
                     unlit = self.renderer.render(scene, texture, cam,
@@ -430,8 +463,8 @@ class DriveRenderer:
                 bg = out[j, :, dst[0], dst[1]]
                 out[j, :, dst[0], dst[1]] = views.images[0, :, sub[0], sub[1]] + bg * (1 - a)   # premultiplied
             if frames.occlusion is not None and frames.occlusion.polygons:
-                out = frames.occlusion.cover(out, self.dashcam.cameras(frames.camera_m[start:rows.stop]), region,
-                                             params, frames.weather)
+                out = frames.occlusion.cover(out, frames[start:rows.stop].road_cameras(self.dashcam), region,
+                                             params, frames.weather, frames.yaw_deg)
             if frames.weather is not None:
                 out = add_rain(out, frames.weather, params.noise_seed)
             if effects:
@@ -467,9 +500,12 @@ class DriveSet:
     street_seed: int = 50_000
     weather: list[str] = field(default_factory=lambda: ["clear"])
     occlusion: list[str] = field(default_factory=lambda: ["none"])
+    sign_yaw_deg: list[float] = field(default_factory=lambda: [0.0])
 
     def __post_init__(self) -> None:
         key = "drive.drives."
+        check_values(key + "sign_yaw_deg", self.sign_yaw_deg, -60.0, 60.0,
+                     why="degrees each sign is turned on its post, towards the road for a positive angle")
         _check_presets(key + "occlusion", self.occlusion, OCCLUSION)
         if self.world not in ("backdrop", "street"):
             raise InputError(f"drive.drives.world must be backdrop (a background image behind the sign) or street (a "
@@ -491,7 +527,8 @@ class DriveSet:
 
     def drives(self) -> list[Drive]:
         out = []
-        for occlusion, weather in ((o, w) for o in self.occlusion for w in self.weather):
+        for yaw, occlusion, weather in ((y, o, w) for y in self.sign_yaw_deg for o in self.occlusion
+                                        for w in self.weather):
             for fx in self.effects:
                 for rep in range(self.backgrounds_per_drive):
                     for offset in self.lane_offsets_m:
@@ -505,12 +542,12 @@ class DriveSet:
                                     blur_sigma_px=self.blur_sigma_px, noise_std=self.noise_std,
                                     background_zoom=self.background_zoom,
                                     street=self.street_seed + i if self.world == "street" else None, weather=weather,
-                                    occlusion=occlusion))
+                                    occlusion=occlusion, sign_yaw_deg=float(yaw)))
         return out
 
     def __len__(self) -> int:
         return (len(self.speeds_kmh) * len(self.lighting) * len(self.lane_offsets_m) * len(self.effects)
-                * self.backgrounds_per_drive * len(self.weather) * len(self.occlusion))
+                * self.backgrounds_per_drive * len(self.weather) * len(self.occlusion) * len(self.sign_yaw_deg))
 
 
 @torch.no_grad()

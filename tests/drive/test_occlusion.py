@@ -76,3 +76,27 @@ def test_the_drive_set_judges_each_occlusion_as_a_condition_of_its_own():
     assert metrics["by_occlusion"]["none"]["attack_success_rate"]["rate"] == 1.0
     assert metrics["by_occlusion"]["truck"]["attack_success_rate"]["rate"] == 0.0
     assert "by_occlusion" not in drive_metrics([outcome(drives[0], False)])
+
+
+def test_a_sign_turned_on_its_post_projects_where_the_road_sees_it_and_the_street_stays_put(stop_scene):
+    from physattack.drive.trajectories import face_corners, turn
+
+    size = tuple(stop_scene.texture_size_m)
+    straight = Drive(speed_kmh=36.0, lane_offset_m=3.5, start_m=30.0, fps=2.0, street=7).frames(CAM, size)
+    turned = Drive(speed_kmh=36.0, lane_offset_m=3.5, start_m=30.0, fps=2.0, street=7,
+                   sign_yaw_deg=15.0).frames(CAM, size)
+    corners = face_corners(size)
+    uv, _ = turned.cameras(CAM).project(corners)
+    uv_road, _ = turned.road_cameras(CAM).project(corners @ turn(15.0).float())      # the corners turned on the road
+    assert torch.allclose(uv, uv_road, atol=1e-3)
+    assert torch.allclose(turned.road_cameras(CAM).R, straight.cameras(CAM).R.to(torch.float32), atol=1e-6)
+    # seen from the turned face, the car is 15° further round: the view the classifier side is told of
+    assert torch.allclose(turned.azimuth_deg, straight.azimuth_deg + 15.0, atol=1e-3)
+    renderer = DriveRenderer(Renderer(), BackgroundBank(2, seed=1000), CAM)
+    a, b = (renderer.render(stop_scene, stop_scene.texture, f[:1], effects=False).images[0] for f in (straight, turned))
+    x0, y0, x1, y1 = (int(v) for v in straight.face_boxes[0])
+    outside = torch.ones(a.shape[1:], dtype=torch.bool)
+    outside[max(0, y0 - 40):y1 + 120, max(0, x0 - 40):x1 + 40] = False      # the sign and its post
+    assert torch.allclose(a[:, outside], b[:, outside], atol=1e-5)
+    with pytest.raises(InputError, match="drive.drives.sign_yaw_deg"):
+        DriveSet(sign_yaw_deg=[90.0])
