@@ -78,6 +78,10 @@ class Dashcam:
         hfov_deg: horizontal field of view (90°: a 960-px focal length at 1920 px).
         height_m: the lens's height above the road.
         pitch_deg: the optical axis's angle above the horizontal (negative looks down).
+        auto_exposure: expose each frame for the whole frame (``DriveRenderer.exposure_gains``): its gain brings
+            the frame's mean luminance to ``exposure_target``, within ``exposure_range`` (the shutter and gain a
+            dashcam has); what the gain lifts past white clips (the sensor's limited dynamic range). False: the
+            fixed exposure of the light presets (and of night, ``physattack.drive.night``).
     """
 
     width_px: int = 1920
@@ -85,9 +89,17 @@ class Dashcam:
     hfov_deg: float = 90.0
     height_m: float = 1.4
     pitch_deg: float = 0.0
+    auto_exposure: bool = False
+    exposure_target: float = 0.4
+    exposure_range: tuple[float, float] = (0.25, 8.0)
 
     def __post_init__(self) -> None:
         key = "dashcam."
+        check_range(key + "exposure_target", self.exposure_target, 0.0, 1.0, lo_open=True,
+                    why="the mean luminance auto-exposure aims each frame at, in [0, 1]")
+        object.__setattr__(self, "exposure_range", check_interval(
+            key + "exposure_range", self.exposure_range, 0.0, lo_open=True,
+            why="the smallest and largest gain auto-exposure may apply"))
         check_range(key + "width_px", self.width_px, 16, integer=True, why="the sensor's width in pixels")
         check_range(key + "height_px", self.height_px, 16, integer=True, why="the sensor's height in pixels")
         check_range(key + "hfov_deg", self.hfov_deg, 0.0, 170.0, lo_open=True, hi_open=False,
@@ -373,16 +385,63 @@ class DriveRenderer:
         margin_px: pixels around the sign's projected box that are rendered with it.
     """
 
+    #: auto-exposure meters a frame this many times smaller per side (the sign, a few pixels of it, left out)
+    METERING_SCALE = 8
+
     def __init__(self, renderer: Renderer, backgrounds: BackgroundBank, dashcam: Dashcam, margin_px: int = 3):
         self.renderer, self.backgrounds, self.dashcam = renderer, backgrounds, dashcam
         self.margin_px = check_range("margin_px", margin_px, 0, integer=True, why="pixels around the sign's box")
+        self._gains: dict[tuple, float] = {}
+
+    def exposure_gains(self, frames: DriveFrames) -> Tensor:
+        """T: each frame's auto-exposure gain (``Dashcam.auto_exposure``; ones without it): ``exposure_target``
+        over the mean luminance (Rec. 709) of the frame's backdrop, metered on the whole frame at
+        1/``METERING_SCALE`` of its size, within ``exposure_range``. The sign is left out of the metering (at 10 m
+        it is 0.25 % of a 1920×1080 frame), so every region of a frame gets the full frame's gain."""
+        cam = self.dashcam
+        if not cam.auto_exposure:
+            return torch.ones(len(frames))
+        p = frames.params
+        keys = [(None if frames.street is None else frames.street.seed, int(p.background_index[i]), float(p.bg_scale[i]),
+                 float(p.ambient[i]), float(p.diffuse[i]), float(p.light_azimuth_deg[i]),
+                 float(p.light_elevation_deg[i]), float(p.color_temp_k[i]), frames.headlights is not None,
+                 getattr(frames.weather, "name", None), frames.yaw_deg, *frames.camera_m[i].tolist())
+                for i in range(len(frames))]
+        todo = sorted({i for i, k in enumerate(keys) if k not in self._gains})
+        if todo:                                   # a frame is metered once, whatever regions of it are drawn
+            small = self.scaled(1 / self.METERING_SCALE)
+            sub = frames[torch.tensor(todo)]
+            luma = torch.tensor([0.2126, 0.7152, 0.0722]).view(1, 3, 1, 1)
+            backdrop = small._backdrop(sub, 0, len(sub), small.full_region(), sub.params, torch.device("cpu"))
+            mean = (backdrop * luma).sum(1).mean((1, 2)).clamp_min(1e-4)
+            if len(self._gains) > 200_000:
+                self._gains.clear()
+            self._gains.update(zip((keys[i] for i in todo), (cam.exposure_target / mean).clamp(*cam.exposure_range)
+                                   .tolist()))
+        return torch.tensor([self._gains[k] for k in keys])
+
+    def _backdrop(self, frames: DriveFrames, start: int, stop: int, region: Region, params: SceneParams,
+                  device) -> Tensor:
+        """Frames ``start:stop``'s street or background image through ``region``, at night and in fog as the
+        frames have them (``params``: those frames')."""
+        if frames.street is not None:
+            from physattack.drive.street import street_backdrop
+
+            return street_backdrop(frames.street, frames[start:stop].road_cameras(self.dashcam), region,
+                                   params.lights(), frames.weather, frames.headlights, frames.yaw_deg).to(device)
+        out = self.background(params, region).to(device)
+        if frames.headlights is not None:
+            out = out * NIGHT_BACKDROP               # a bank image is a daylight photograph
+        if frames.weather is not None and frames.weather.visibility_m is not None:
+            out = fogged(out, torch.ones_like(out[:, :1]), BACKDROP_DEPTH_M, frames.weather, params)
+        return out
 
     def full_region(self) -> Region:
         return 0, 0, self.dashcam.width_px, self.dashcam.height_px
 
     def scaled(self, factor: float) -> "DriveRenderer":
         """The same drives on a camera with ``factor`` times the pixels per side (videos)."""
-        return DriveRenderer(self.renderer, self.backgrounds, self.dashcam.scaled(factor), margin_px=self.margin_px)
+        return type(self)(self.renderer, self.backgrounds, self.dashcam.scaled(factor), margin_px=self.margin_px)
 
     def background(self, params: SceneParams, region: Region) -> Tensor:
         """B×3×h×w: each frame's bank image stretched to the full frame, zoomed by 1/``bg_scale``
@@ -414,22 +473,12 @@ class DriveRenderer:
         verts = scene.mesh.verts.cpu()
         cams = frames.cameras(self.dashcam)
         windows, ahead = projected_boxes(cams, verts)
+        gains = self.exposure_gains(frames) if effects else None
         images, boxes = [], torch.zeros(len(frames), 4)
         for start in range(0, len(frames), batch):
             rows = range(start, min(start + batch, len(frames)))
             params = frames.params[start:rows.stop]
-            if frames.street is not None:
-                from physattack.drive.street import street_backdrop
-
-                out = street_backdrop(frames.street, frames[start:rows.stop].road_cameras(self.dashcam), region,
-                                      params.lights(), frames.weather, frames.headlights,
-                                      frames.yaw_deg).to(texture.device)
-            else:
-                out = self.background(params, region).to(texture.device)
-                if frames.headlights is not None:
-                    out = out * NIGHT_BACKDROP               # a bank image is a daylight photograph
-                if frames.weather is not None and frames.weather.visibility_m is not None:
-                    out = fogged(out, torch.ones_like(out[:, :1]), BACKDROP_DEPTH_M, frames.weather, params)
+            out = self._backdrop(frames, start, rows.stop, region, params, texture.device)
             for j, i in enumerate(rows):
                 if not bool(ahead[i]):
                     continue
@@ -468,7 +517,8 @@ class DriveRenderer:
             if frames.weather is not None:
                 out = add_rain(out, frames.weather, params.noise_seed)
             if effects:
-                native = replace(params, sensor_px=torch.full((len(params),), float(x1 - x0)))   # no resampling
+                native = replace(params, sensor_px=torch.full((len(params),), float(x1 - x0)),   # no resampling
+                                 exposure=params.exposure * gains[start:rows.stop])
                 out = apply_camera_effects(out, native.to(out.device))
             images.append(out.cpu())
         return DriveImages(torch.cat(images), boxes, region)
