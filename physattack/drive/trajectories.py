@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from physattack.drive.glare import SUN_AHEAD, Glare
 from physattack.drive.night import Headlights, headlit
 from physattack.drive.occlusion import OCCLUSION, ambient_only
 from physattack.drive.weather import BACKDROP_DEPTH_M, WEATHER, add_rain, fogged
@@ -51,14 +52,16 @@ Range = tuple[float, float]
 Region = tuple[int, int, int, int]
 NIGHT_BACKDROP = 0.05      # a background image's share of its daylight brightness at night (streets are lit instead)
 
-#: the light of a drive: the held-out grid's presets (``LIGHTING_PRESETS``), and two that only drives have (the EOT
-#: samplers never draw them): dusk, and night in the car's own headlights (``physattack.drive.night``)
+#: the light of a drive: the held-out grid's presets (``LIGHTING_PRESETS``), and three that only drives have (the EOT
+#: samplers never draw them): dusk, night in the car's own headlights (``physattack.drive.night``) and a low sun
+#: ahead, behind the sign, with its glare (``physattack.drive.glare``)
 DRIVE_LIGHTS: dict[str, dict[str, float]] = {
     **LIGHTING_PRESETS,
     "dusk": {"ambient": 0.22, "diffuse": 0.12, "light_azimuth_deg": -80.0, "light_elevation_deg": 2.0,
              "color_temp_k": 3300.0},
     "night": {"ambient": 0.03, "diffuse": 0.0, "light_azimuth_deg": 0.0, "light_elevation_deg": 60.0,
               "color_temp_k": 6500.0},
+    "sun_ahead": SUN_AHEAD,
 }
 
 
@@ -183,6 +186,7 @@ class DriveFrames:
         weather: fog and rain (``physattack.drive.weather.Weather``), or None: clear air.
         occlusion: what hides part of the sign, or a shadow on it (``physattack.drive.occlusion.Occluder``), or None.
         yaw_deg: the sign turned on its post (``turn``); the street and occluders stand in the road's coordinates.
+        glare: the veil around a low sun ahead (``physattack.drive.glare.Glare``), or None.
     """
 
     time_s: Tensor
@@ -197,6 +201,7 @@ class DriveFrames:
     weather: object = None
     occlusion: object = None
     yaw_deg: float = 0.0
+    glare: object = None
 
     def __len__(self) -> int:
         return self.time_s.shape[0]
@@ -206,7 +211,7 @@ class DriveFrames:
             index = slice(index, index + 1)
         return DriveFrames(self.time_s[index], self.distance_m[index], self.azimuth_deg[index],
                            self.elevation_deg[index], self.camera_m[index], self.face_boxes[index], self.params[index],
-                           self.street, self.headlights, self.weather, self.occlusion, self.yaw_deg)
+                           self.street, self.headlights, self.weather, self.occlusion, self.yaw_deg, self.glare)
 
     def cameras(self, dashcam: Dashcam, window: Region | None = None) -> Cameras:
         """The frames' cameras in the sign's coordinates (what the sign is rendered and projected through)."""
@@ -227,7 +232,8 @@ class Drive:
         lane_offset_m: lateral distance from the camera's path to the sign's centre (the sign on the right).
         start_m: the sign's distance along the road at the first frame.
         fps: frame rate.
-        light: a lighting preset (``DRIVE_LIGHTS``: the grid's, ``dusk``, or ``night`` in the car's headlights).
+        light: a lighting preset (``DRIVE_LIGHTS``: the grid's, ``dusk``, ``night`` in the car's headlights, or
+            ``sun_ahead``, backlit with glare).
         effects: a camera-effect preset (``CAMERA_EFFECT_PRESETS``).
         background: index into the background bank.
         seed: seed of the frames' sensor noise.
@@ -335,7 +341,8 @@ class Drive:
                                                    self.start_m)
         return DriveFrames(t, s, azimuth, elevation, cam, boxes, self._params(dashcam, s, rng, azimuth, elevation,
                                                                               face_size_m[0]), self.street_scene(),
-                           headlights, weather, occluder, self.sign_yaw_deg)
+                           headlights, weather, occluder, self.sign_yaw_deg,
+                           Glare() if self.light == "sun_ahead" else None)
 
     def _params(self, dashcam: Dashcam, s: Tensor, rng: Tensor, azimuth: Tensor, elevation: Tensor,
                 width_m: float) -> SceneParams:
@@ -514,6 +521,8 @@ class DriveRenderer:
             if frames.occlusion is not None and frames.occlusion.polygons:
                 out = frames.occlusion.cover(out, frames[start:rows.stop].road_cameras(self.dashcam), region,
                                              params, frames.weather, frames.yaw_deg)
+            if frames.glare is not None:
+                out = out + frames.glare.veil(frames[start:rows.stop].cameras(self.dashcam), region, params).to(out)
             if frames.weather is not None:
                 out = add_rain(out, frames.weather, params.noise_seed)
             if effects:

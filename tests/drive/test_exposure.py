@@ -1,6 +1,7 @@
-"""The dashcam's auto-exposure (``Dashcam.auto_exposure``): each frame's gain is metered on the whole frame, the
-same whichever frames or regions are drawn; a dark street at dusk and night is lifted, a lit one barely; what the
-gain lifts past white clips; without it nothing changes."""
+"""The dashcam's light: auto-exposure (``Dashcam.auto_exposure``) meters each frame's gain on the whole frame, the
+same whichever frames or regions are drawn, lifts a dark street at dusk and night and a lit one barely, clips past
+white, and without it changes nothing; a low sun ahead (``sun_ahead``) backlights the sign and veils the frame, most
+near the sun."""
 
 from __future__ import annotations
 
@@ -46,3 +47,32 @@ def test_a_bad_exposure_setting_says_which_key():
         Dashcam(auto_exposure=True, exposure_target=1.5)
     with pytest.raises(InputError, match="dashcam.exposure_range"):
         Dashcam(exposure_range=(4.0, 0.5))
+
+
+def test_a_low_sun_ahead_backlights_the_sign_and_veils_the_frame_most_near_the_sun(stop_scene):
+    from physattack.drive.glare import sun_image
+
+    cam = Dashcam(width_px=640, height_px=360)
+    renderer = DriveRenderer(Renderer(), BackgroundBank(2, seed=1000), cam)
+    frames = {light: Drive(speed_kmh=36.0, lane_offset_m=3.5, start_m=25.0, fps=2.0, noise_std=0.0,
+                           blur_sigma_px=0.0, light=light).frames(cam, tuple(stop_scene.texture_size_m))[:1]
+              for light in ("low_sun", "sun_ahead")}
+    sun = sun_image(frames["sun_ahead"].cameras(cam), frames["sun_ahead"].params)[0]
+    assert abs(float(sun[0]) - 320) < 1 and float(sun[1]) < 180                    # down the road, above the horizon
+    assert bool(sun_image(frames["low_sun"].cameras(cam), frames["low_sun"].params).isnan().all())
+    x0, y0, x1, y1 = (int(v) for v in frames["sun_ahead"].face_boxes[0])
+    region = (x0 + 2, y0 + 2, x1 - 2, y1 - 2)
+    veil = frames["sun_ahead"].glare.veil(frames["sun_ahead"].cameras(cam), (0, 0, 640, 360),
+                                          frames["sun_ahead"].params)[0].mean(0)
+    assert float(veil[int(sun[1]), int(sun[0])]) > 5 and float(veil[int(sun[1]), int(sun[0])]) > 50 * float(veil[-1, 0])
+    unveiled = {light: renderer.render(stop_scene, stop_scene.texture, replace_glare(frames[light]), region=region,
+                                       effects=False).images for light in frames}
+    assert float(unveiled["sun_ahead"].mean()) < 0.7 * float(unveiled["low_sun"].mean())    # only the sky lights it
+    seen = renderer.render(stop_scene, stop_scene.texture, frames["sun_ahead"], region=region, effects=False).images
+    assert float((seen - unveiled["sun_ahead"]).mean()) > 0.05                             # the veil over the face
+
+
+def replace_glare(frames):
+    from dataclasses import replace
+
+    return replace(frames, glare=None)
