@@ -217,8 +217,9 @@ def still_needed(readings: Readings, settings: DriveSettings) -> Needed:
 
 
 def drive_metrics(outcomes: list[DriveOutcome]) -> dict:
-    """Shares of drives that stop, clean and attacked, overall and per speed and per light (and per weather and
-    occlusion where the drives have more than clear air and nothing in the way); the
+    """Shares of drives that stop, clean and attacked, overall and per speed and per light (and per weather,
+    occlusion and sign yaw where the drives have more than clear air, nothing in the way and a sign square to the
+    road); the
     attack's success (drives that stop clean and run the sign attacked, over drives that stop clean)."""
     def block(subset: list[DriveOutcome]) -> dict:
         clean = torch.tensor([o.stops("clean") for o in subset], dtype=torch.bool)
@@ -234,10 +235,12 @@ def drive_metrics(outcomes: list[DriveOutcome]) -> dict:
     out = {**block(outcomes),
            "by_speed": {f"{s:g}": block([o for o in outcomes if o.drive.speed_kmh == s]) for s in speeds},
            "by_lighting": {li: block([o for o in outcomes if o.drive.light == li]) for li in lights}}
-    for key, attr, default in (("by_weather", "weather", "clear"), ("by_occlusion", "occlusion", "none")):
+    for key, attr, default in (("by_weather", "weather", "clear"), ("by_occlusion", "occlusion", "none"),
+                               ("by_sign_yaw", "sign_yaw_deg", 0.0)):
         values = list(dict.fromkeys(getattr(o.drive, attr, default) for o in outcomes))
         if values != [default]:
-            out[key] = {v: block([o for o in outcomes if getattr(o.drive, attr, default) == v]) for v in values}
+            out[key] = {f"{v:g}" if isinstance(v, float) else v:
+                        block([o for o in outcomes if getattr(o.drive, attr, default) == v]) for v in values}
     return out
 
 

@@ -59,6 +59,8 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
         lines.append(row(f"weather: {weather}", m))
     for occlusion, m in metrics.get("by_occlusion", {}).items():
         lines.append(row(f"occlusion: {occlusion}", m))
+    for yaw, m in metrics.get("by_sign_yaw", {}).items():
+        lines.append(row(f"sign turned {yaw}°", m))
     lines += ["", "## Every drive", "",
               "| # | speed km/h | light | effects | lane offset m | background | braking m | clean: recognised at m | "
               "attacked: recognised at m |", "|---|---|---|---|---|---|---|---|---|"]
@@ -72,8 +74,10 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
             where = f" ({at:.1f})" if at is not None else " (never)"
             cells.append(("stops" if o.stops(name) else "**runs**") + where)
         d = o.drive
+        yaw = getattr(d, "sign_yaw_deg", 0.0)
         light = ", ".join([d.light] + [v for v, default in ((getattr(d, "weather", "clear"), "clear"),
-                                                             (getattr(d, "occlusion", "none"), "none")) if v != default])
+                                                             (getattr(d, "occlusion", "none"), "none")) if v != default]
+                          + ([f"sign turned {yaw:g}°"] if yaw else []))
         lines.append(f"| {o.index} | {d.speed_kmh:g} | {light} | {d.effects} | {d.lane_offset_m:g} | "
                      f"{d.background} | {o.braking_m:.1f} | {cells[0]} | {cells[1]} |")
     lines += ["", "Drives not drawn are judged until the frame past their braking point (their verdict is known "

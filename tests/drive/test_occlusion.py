@@ -59,7 +59,7 @@ def test_a_shadow_darkens_one_side_of_its_edge_by_day_and_changes_nothing_at_nig
     assert torch.allclose(night[0], night[1], atol=1e-4)
 
 
-def test_the_drive_set_judges_each_occlusion_as_a_condition_of_its_own():
+def test_the_drive_set_judges_each_occlusion_and_sign_yaw_as_a_condition_of_its_own():
     from types import SimpleNamespace
 
     from physattack.drive.judge import drive_metrics
@@ -76,6 +76,9 @@ def test_the_drive_set_judges_each_occlusion_as_a_condition_of_its_own():
     assert metrics["by_occlusion"]["none"]["attack_success_rate"]["rate"] == 1.0
     assert metrics["by_occlusion"]["truck"]["attack_success_rate"]["rate"] == 0.0
     assert "by_occlusion" not in drive_metrics([outcome(drives[0], False)])
+    turned = DriveSet(sign_yaw_deg=[-15.0, 15.0]).drives()
+    by_yaw = drive_metrics([outcome(turned[0], False), outcome(turned[18], True)])["by_sign_yaw"]
+    assert by_yaw["-15"]["attack_success_rate"]["rate"] == 1.0 and by_yaw["15"]["attack_success_rate"]["rate"] == 0.0
 
 
 def test_a_sign_turned_on_its_post_projects_where_the_road_sees_it_and_the_street_stays_put(stop_scene):
