@@ -480,6 +480,8 @@ def run_query(attack, setup, run, run_dir: str | Path, tracker=None):
         queries = runner.go()
     finally:
         attack._signals.restore()
+    if getattr(setup.victim, "is_stack", False):
+        queries["stack_parts"] = [setup.victim.detector_name, setup.victim.classifier_name]
     with torch.no_grad():
         setup.patch.set_colors(runner.blocks.colors(runner.offset.detach()))
     state = {k: v.detach().clone() for k, v in setup.patch.state_dict().items()}

@@ -32,11 +32,12 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torchvision.ops import batched_nms, box_iou, roi_align
+from torchvision.ops import batched_nms, box_iou
 
 from physattack.drive.trajectories import Dashcam, face_corners, projected_boxes
 from physattack.errors import InputError, check_interval, check_range
 from physattack.victims.detection import Detections
+from physattack.victims.stack import square_crops
 
 Range = tuple[float, float]
 Region = tuple[int, int, int, int]
@@ -385,10 +386,7 @@ class TwoStageStack:
     def crops(self, images: Tensor, region: Region, boxes: Tensor) -> Tensor:
         """B square crops (B×3×crop_px×crop_px) of ``images`` (one per box, B×4 full-frame pixels, row i
         from image i) centred on each box, the box's longer side ``crop_frame`` of the crop's."""
-        c = (boxes[:, :2] + boxes[:, 2:]) / 2 - torch.tensor([region[0], region[1]], dtype=boxes.dtype)
-        half = (boxes[:, 2:] - boxes[:, :2]).amax(1, keepdim=True) / self.crop_frame / 2
-        rois = torch.cat([torch.arange(len(boxes), dtype=boxes.dtype)[:, None], c - half, c + half], 1)
-        return roi_align(images, rois.to(images.dtype), self.crop_px, 1.0, sampling_ratio=2, aligned=True)
+        return square_crops(images, boxes, self.crop_frame, self.crop_px, (region[0], region[1]))
 
     @torch.no_grad()
     def read(self, images: Tensor, region: Region, sign_boxes: Tensor, needed: Needed | None = None) -> Readings:

@@ -98,3 +98,25 @@ def test_a_detector_query_run_needs_independent_frames(in_tmp, capsys):
                               "patch.shape=bars"]) == 2
     line = one_sentence(capsys)
     assert "attack.method=query on a detector" in line and "eot=default" in line
+
+
+def test_a_stack_is_query_attacked_as_one_model_and_its_detector_is_never_held_out(finished_run, in_tmp):
+    """``victim=stack_tinynet_e``: DetNet -> zoo_tinynet_e answers as one model; DetNet ran on every image asked, so
+    it is reported inside the stack, the pool's other detectors held out."""
+    out = in_tmp / "qs"
+    small = ["attack.batch_size=2", "gallery_views=2", "eval_batch_size=2", "eot.grid.azimuth_deg=[-30,30]",
+             "eot.grid.distance_m=[6]", "eot.grid.lighting=[noon]", "progress=false", "+drive=none",
+             "evaluation.area.enabled=false", "printer.export.dpi=40"]
+    proc = run_module("physattack", ["+scene=stop_sign", "attack=hide", "victim=stack_tinynet_e", "eot=default", *small,
+                                     "attack.method=query", "attack.queries=16", "attack.query.samples=2",
+                                     "attack.query.views=4", "attack.query.judge_every=0", "attack.query.judge_views=2",
+                                     f"init={finished_run}", f"hydra.run.dir={out}"], in_tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads((out / "metrics.json").read_text())
+    q = m["query"]
+    assert m["kind"] == "query_detector" and q["victim"] == "stack_tinynet_e" and q["images"] == 16
+    assert q["stack_parts"] == ["detnet", "zoo_tinynet_e"] and m["victim_names"] == ["stack_tinynet_e"]
+    rows = m["heldout"]["detectors"]["members"]
+    assert rows["detnet"]["role"] == "attacked" and rows["det_retinanet"]["role"] == "held-out"
+    assert "| detnet | – | inside the query-attacked stack |" in proc.stdout
+    assert "not fitted to: 2 held-out detectors (det_fcos, det_retinanet)" in m["headline"]

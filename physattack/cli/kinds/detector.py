@@ -33,9 +33,12 @@ class DetectorKind(AttackKind):
 
     def protocol(self, cfg: DictConfig, inputs: ProtocolInputs):
         attacked = dict(zip(inputs.names, getattr(inputs.victim, "members", [inputs.victim])))
-        members = self.pool(cfg, attacked, inputs.device, inputs.prior)       # the init= run's detectors: attacked,
-        return members, [n for n, m in members.items()                     # but not this run's victim
-                         if m.role == "attacked" and not (n in inputs.prior and n not in attacked)]
+        parts = {}
+        if getattr(inputs.victim, "is_stack", False):        # a stack's detector ran on every image asked: never held
+            parts = {inputs.victim.detector_name: inputs.victim.detector}   # out (reported inside the stack)
+        members = self.pool(cfg, {**attacked, **parts}, inputs.device, inputs.prior)   # the init= run's detectors:
+        return members, [n for n, m in members.items()                     # attacked, but not this run's victim
+                         if m.role == "attacked" and n not in parts and not (n in inputs.prior and n not in attacked)]
 
     def pool(self, cfg: DictConfig, attacked: dict[str, object], device, prior: tuple[str, ...] = ()) -> dict:
         return build.protocol_members((cfg.get("evaluation") or {}).get("detectors"), attacked, device, prior=prior)
@@ -52,9 +55,15 @@ class DetectorKind(AttackKind):
 
     def perception(self, node: DictConfig, inputs: PerceptionInputs):
         """The attacked detector alone, its pool's detectors judged beside it; or, when ``node.classifier``
-        names a second stage, the detector's crops read by that classifier."""
+        names a second stage, the detector's crops read by that classifier; a stack victim
+        (``physattack.victims.stack``) reads them through its own two parts."""
         from physattack.drive.build import Perception
 
+        stack = inputs.victim
+        if getattr(stack, "is_stack", False):           # a stack asked as one model: its drives read through its parts
+            return Perception(stack.detector, stack.classifier, {"detector": stack.detector_name,
+                                                                 "classifier": stack.classifier_name},
+                              None, stack.crop_px, stack.crop_frame)
         names, classifier, members = {"detector": "+".join(inputs.names)}, None, inputs.members
         second = node.get("classifier")
         if second is not None:

@@ -174,6 +174,8 @@ def roles(table: dict, q: dict) -> dict[str, str]:
     for name, row in table["members"].items():
         if name == q["victim"]:
             out[name] = "query-attacked"
+        elif name in q.get("stack_parts", []):
+            out[name] = "inside the query-attacked stack"
         elif row["role"] == "attacked":
             out[name] = ("attacked" if name not in q.get("attacked_by_gradient", []) else
                          "attacked by gradient (init run, and steered this run)" if name in q.get("kept", [])
