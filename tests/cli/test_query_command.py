@@ -70,19 +70,26 @@ def test_init_from_a_run_of_another_scene_names_the_key(finished_run, in_tmp, ca
     assert f"init={finished_run}" in msg and "stop_sign" in msg and "yield_sign" in msg
 
 
+SMALL_FRAMES = ["attack.batch_size=2", "gallery_views=2", "eval_batch_size=2", "eot.grid.azimuth_deg=[-30,30]",
+                "eot.grid.distance_m=[6]", "eot.grid.lighting=[noon]", "progress=false", "+drive=none",
+                "evaluation.area.enabled=false", "printer.export.dpi=40"]
+
+
+def detector_query_run(out, victim: str, init, cwd, *extra: str):
+    """A tiny ``attack=hide attack.method=query`` run of ``victim`` from ``init``: (folder, process, metrics)."""
+    proc = run_module("physattack", ["+scene=stop_sign", "attack=hide", f"victim={victim}", "eot=default",
+                                     *SMALL_FRAMES, "attack.method=query", "attack.query.samples=2",
+                                     "attack.query.views=4", "attack.query.judge_views=2", *extra, f"init={init}",
+                                     f"hydra.run.dir={out}"], cwd)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, proc, json.loads((out / "metrics.json").read_text())
+
+
 def test_a_detector_is_query_attacked_to_miss_the_sign(finished_run, in_tmp):
     """``attack=hide victim=detnet attack.method=query``: DetNet answers only its detections; the run says so, and
     the other detectors of the pool are held out."""
-    out = in_tmp / "qd"
-    small = ["attack.batch_size=2", "gallery_views=2", "eval_batch_size=2", "eot.grid.azimuth_deg=[-30,30]",
-             "eot.grid.distance_m=[6]", "eot.grid.lighting=[noon]", "progress=false", "+drive=none",
-             "evaluation.area.enabled=false", "printer.export.dpi=40"]
-    proc = run_module("physattack", ["+scene=stop_sign", "attack=hide", "victim=detnet", "eot=default", *small,
-                                     "attack.method=query", "attack.queries=40", "attack.query.samples=2",
-                                     "attack.query.views=4", "attack.query.judge_every=20", "attack.query.judge_views=2",
-                                     f"init={finished_run}", f"hydra.run.dir={out}"], in_tmp)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    m = json.loads((out / "metrics.json").read_text())
+    out, proc, m = detector_query_run(in_tmp / "qd", "detnet", finished_run, in_tmp, "attack.queries=40",
+                                      "attack.query.judge_every=20")
     q = m["query"]
     assert m["kind"] == "query_detector" and q["victim"] == "detnet" and q["images"] == 32 and q["images_per_step"] == 16
     assert m["victim_names"] == ["detnet"]           # the init run's victims are attacked, not this run's victim
@@ -103,16 +110,8 @@ def test_a_detector_query_run_needs_independent_frames(in_tmp, capsys):
 def test_a_stack_is_query_attacked_as_one_model_and_its_detector_is_never_held_out(finished_run, in_tmp):
     """``victim=stack_tinynet_e``: DetNet -> zoo_tinynet_e answers as one model; DetNet ran on every image asked, so
     it is reported inside the stack, the pool's other detectors held out."""
-    out = in_tmp / "qs"
-    small = ["attack.batch_size=2", "gallery_views=2", "eval_batch_size=2", "eot.grid.azimuth_deg=[-30,30]",
-             "eot.grid.distance_m=[6]", "eot.grid.lighting=[noon]", "progress=false", "+drive=none",
-             "evaluation.area.enabled=false", "printer.export.dpi=40"]
-    proc = run_module("physattack", ["+scene=stop_sign", "attack=hide", "victim=stack_tinynet_e", "eot=default", *small,
-                                     "attack.method=query", "attack.queries=16", "attack.query.samples=2",
-                                     "attack.query.views=4", "attack.query.judge_every=0", "attack.query.judge_views=2",
-                                     f"init={finished_run}", f"hydra.run.dir={out}"], in_tmp)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    m = json.loads((out / "metrics.json").read_text())
+    _, proc, m = detector_query_run(in_tmp / "qs", "stack_tinynet_e", finished_run, in_tmp, "attack.queries=16",
+                                    "attack.query.judge_every=0")
     q = m["query"]
     assert m["kind"] == "query_detector" and q["victim"] == "stack_tinynet_e" and q["images"] == 16
     assert q["stack_parts"] == ["detnet", "zoo_tinynet_e"] and m["victim_names"] == ["stack_tinynet_e"]
