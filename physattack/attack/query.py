@@ -5,7 +5,8 @@ image counted against ``attack.queries``. Nothing here differentiates anything: 
 a low-dimensional colour basis (``ColourBlocks``: one RGB offset per square block of the sticker grid,
 on top of the starting colours, so a transfer patch's detail is kept) and each candidate is judged on
 the same step's EOT views (common random numbers), or on the step's approach windows when the run's
-sampler draws them (the decision-level objective: the share of drives that run the sign).
+sampler draws them (the decision-level objective: the share of drives that run the sign; for a detector or a
+stack, each window frame is the detector's tile around the sign, as ``physattack.drive.approach`` draws it).
 
 Two optimizers:
 
@@ -259,6 +260,12 @@ class DetectorGoal:
     def view_success(self, scores: Tensor) -> Tensor:
         return scores < self.threshold
 
+    def reading(self, scores: Tensor) -> Tensor:
+        """B in [0, 1]: how surely a frame reads the sign, 0.5 at the threshold (its odds over the threshold's), for
+        the approach windows' stop margin."""
+        t = math.log(self.threshold / (1 - self.threshold))
+        return torch.sigmoid(torch.logit(scores.clamp(1e-6, 1 - 1e-6)) - t)
+
 
 class QueryRun:
     """One query attack: the parts, the wrapped victim, the basis, the generator and the record."""
@@ -327,12 +334,17 @@ class QueryRun:
         if draw.windows is not None:                       # the stack's classifier reads only frames its detector found
             asked[:draw.windows.frames] = draw.windows.found.to(images.device)
         answer = self.victim(images[asked])
-        if self.victim.is_detector:                        # independent context frames: every one is asked
+        if self.victim.is_detector:                        # context frames or the windows' tiles: every one is asked
             won = self.goal.view_success(sign := self.goal.sign_scores(answer, views.boxes))
             success = float(won.float().mean())
+            if draw.windows is not None:                   # the share of drives whose windows never hold k readings
+                success = float(draw.windows.success(~won, won))
             if self.victim.answers == "labels":
-                return -success, success
-            return float(self.goal.view_loss(sign).mean()), success
+                return -success - 1e-3 * float(won.float().mean()), success
+            loss = self.goal.view_loss(sign).mean()
+            if draw.windows is not None:                   # a frame reads the sign with the odds over the threshold
+                loss = loss + draw.windows.objective.weight * draw.windows.margin(self.goal.reading(sign)).mean()
+            return float(loss), success
         scores = self.victim.answers == "scores"
         full = (answer.new_zeros(len(images), answer.shape[-1]) if scores
                 else answer.new_full((len(images),), -1))

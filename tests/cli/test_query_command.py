@@ -75,9 +75,9 @@ SMALL_FRAMES = ["attack.batch_size=2", "gallery_views=2", "eval_batch_size=2", "
                 "evaluation.area.enabled=false", "printer.export.dpi=40"]
 
 
-def detector_query_run(out, victim: str, init, cwd, *extra: str):
+def detector_query_run(out, victim: str, init, cwd, *extra: str, eot: str = "default"):
     """A tiny ``attack=hide attack.method=query`` run of ``victim`` from ``init``: (folder, process, metrics)."""
-    proc = run_module("physattack", ["+scene=stop_sign", "attack=hide", f"victim={victim}", "eot=default",
+    proc = run_module("physattack", ["+scene=stop_sign", "attack=hide", f"victim={victim}", f"eot={eot}",
                                      *SMALL_FRAMES, "attack.method=query", "attack.query.samples=2",
                                      "attack.query.views=4", "attack.query.judge_views=2", *extra, f"init={init}",
                                      f"hydra.run.dir={out}"], cwd)
@@ -100,11 +100,15 @@ def test_a_detector_is_query_attacked_to_miss_the_sign(finished_run, in_tmp):
     assert (out / "queries.png").is_file()
 
 
-def test_a_detector_query_run_needs_independent_frames(in_tmp, capsys):
-    assert call(attack_main, ["+scene=stop_sign", "attack=hide", "victim=detnet", *TINY, "attack.method=query",
-                              "patch.shape=bars"]) == 2
-    line = one_sentence(capsys)
-    assert "attack.method=query on a detector" in line and "eot=default" in line
+def test_a_detector_query_run_over_approach_windows_asks_the_detectors_tiles(finished_run, in_tmp):
+    """``eot=approach``: each step asks about one drive's 5-frame window of the detector's tiles and two context
+    frames per candidate; the step's success is the share of drives that run the sign."""
+    _, _, m = detector_query_run(in_tmp / "qa", "detnet", finished_run, in_tmp, "attack.queries=28",
+                                 "attack.query.judge_every=0", "eot.sampler.drives=1", "eot.sampler.segments=1",
+                                 "eot.sampler.views_per_step=2", eot="approach")
+    q = m["query"]
+    assert q["images_per_step"] == 28 and q["images"] == 28 and m["kind"] == "query_detector"
+    assert m["headline"].startswith("hide, query-attacked detnet with 28 images (scores only")
 
 
 def test_a_stack_is_query_attacked_as_one_model_and_its_detector_is_never_held_out(finished_run, in_tmp):

@@ -15,7 +15,6 @@ import torch
 
 from physattack.cli.kinds.classifier import ClassifierKind
 from physattack.cli.kinds.detector import DetectorKind
-from physattack.errors import InputError
 from physattack.run_report import RunReport
 
 
@@ -48,21 +47,14 @@ class QueryKind(ClassifierKind):
 
 
 class QueryDetectorKind(DetectorKind):
-    """A detector the red team can ask (its detections, with or without scores, each image counted) but not open,
-    made to miss the sign (``attack=hide``); evaluated and reported as every detector run is, plus the queries."""
+    """A detector (or a whole stack, ``physattack.victims.stack``) the red team can ask (its detections, with or
+    without scores, each image counted) but not open, made to miss the sign (``attack=hide``) on context frames or
+    over approach windows; evaluated and reported as every detector run is, plus the queries."""
 
     name = "query_detector"
 
     def matches(self, attack, victim) -> bool:
         return getattr(attack, "method", "gradient") == "query" and bool(getattr(victim, "is_detector", False))
-
-    def views(self, sampler, grid, victim, size: tuple[int, int]) -> tuple:
-        from physattack.drive.approach import ApproachSampler
-
-        if isinstance(sampler, ApproachSampler):
-            raise InputError("attack.method=query on a detector judges independent context frames; give eot=default "
-                             "(then python -m physattack.drive run_dir=<the run> for the drives).")
-        return super().views(sampler, grid, victim, size)
 
     def judge(self, parts, run):
         """texture -> the share of the quick grid's first ``attack.query.judge_views`` frames (spread evenly) on
