@@ -52,17 +52,22 @@ Range = tuple[float, float]
 Region = tuple[int, int, int, int]
 NIGHT_BACKDROP = 0.05      # a background image's share of its daylight brightness at night (streets are lit instead)
 
-#: the light of a drive: the held-out grid's presets (``LIGHTING_PRESETS``), and three that only drives have (the EOT
-#: samplers never draw them): dusk, night in the car's own headlights (``physattack.drive.night``) and a low sun
-#: ahead, behind the sign, with its glare (``physattack.drive.glare``)
+#: the light of a drive: the held-out grid's presets (``LIGHTING_PRESETS``), and four that only drives have (the EOT
+#: samplers never draw them): dusk, night in the car's own headlights (``physattack.drive.night``), night on a lit
+#: street (the headlights, and street lamps overhead: 3000-K LEDs from high above the road, which light sheeting and
+#: print alike, since the sheeting returns their light towards the lamps, not the camera) and a low sun ahead,
+#: behind the sign, with its glare (``physattack.drive.glare``)
 DRIVE_LIGHTS: dict[str, dict[str, float]] = {
     **LIGHTING_PRESETS,
     "dusk": {"ambient": 0.22, "diffuse": 0.12, "light_azimuth_deg": -80.0, "light_elevation_deg": 2.0,
              "color_temp_k": 3300.0},
     "night": {"ambient": 0.03, "diffuse": 0.0, "light_azimuth_deg": 0.0, "light_elevation_deg": 60.0,
               "color_temp_k": 6500.0},
+    "night_lit": {"ambient": 0.08, "diffuse": 0.22, "light_azimuth_deg": -20.0, "light_elevation_deg": 65.0,
+                  "color_temp_k": 3000.0},
     "sun_ahead": SUN_AHEAD,
 }
+NIGHT_LIGHTS = ("night", "night_lit")       # the car's headlights are on
 
 
 def braking_distance_m(speed_kmh: float, reaction_s: float, decel_mps2: float) -> float:
@@ -232,8 +237,8 @@ class Drive:
         lane_offset_m: lateral distance from the camera's path to the sign's centre (the sign on the right).
         start_m: the sign's distance along the road at the first frame.
         fps: frame rate.
-        light: a lighting preset (``DRIVE_LIGHTS``: the grid's, ``dusk``, ``night`` in the car's headlights, or
-            ``sun_ahead``, backlit with glare).
+        light: a lighting preset (``DRIVE_LIGHTS``: the grid's, ``dusk``, ``night`` in the car's headlights,
+            ``night_lit`` with street lamps too, or ``sun_ahead``, backlit with glare).
         effects: a camera-effect preset (``CAMERA_EFFECT_PRESETS``).
         background: index into the background bank.
         seed: seed of the frames' sensor noise.
@@ -335,7 +340,7 @@ class Drive:
         rng = cam.norm(dim=1)
         azimuth = torch.rad2deg(torch.atan2(cam[:, 0], cam[:, 2]))
         elevation = torch.rad2deg(torch.asin(cam[:, 1] / rng))
-        headlights = Headlights() if self.light == "night" else None
+        headlights = Headlights() if self.light in NIGHT_LIGHTS else None
         weather = WEATHER[self.weather] if self.weather != "clear" else None
         occluder = OCCLUSION[self.occlusion].build(self.seed, self.lane_offset_m, self.sign_height_m, face_size_m,
                                                    self.start_m)

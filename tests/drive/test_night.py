@@ -1,5 +1,6 @@
 """Night drives (physattack/drive/night.py): in the car's headlights the sign's retroreflective face outshines a
-matte sticker of the same colour many times over; in daylight the two look alike."""
+matte sticker of the same colour many times over; under street lamps too, less so; in daylight the two look
+alike."""
 
 from __future__ import annotations
 
@@ -42,6 +43,12 @@ def test_at_night_the_sheeting_outshines_a_sticker_of_its_own_colour_and_by_day_
     assert sheeting > 10 * sticker, (sticker, sheeting)
     sticker, sheeting = sticker_and_sheeting(stop_scene, "noon")
     assert sheeting == pytest.approx(sticker, rel=0.1), (sticker, sheeting)
+    # on a lit street the lamps add the same light to print and sheeting (the sheeting returns theirs towards the
+    # lamps, not the camera); the headlights still make the face glow
+    lit_sticker, lit_sheeting = sticker_and_sheeting(stop_scene, "night_lit")
+    dark_sticker, dark_sheeting = sticker_and_sheeting(stop_scene, "night")
+    assert lit_sticker - dark_sticker > 0.03 and lit_sheeting > 5 * lit_sticker
+    assert lit_sheeting - dark_sheeting == pytest.approx(lit_sticker - dark_sticker, abs=0.02)
 
 
 def test_retroreflection_falls_with_the_observation_angle_and_distance():
