@@ -90,6 +90,9 @@ class Dashcam:
             the frame's mean luminance to ``exposure_target``, within ``exposure_range`` (the shutter and gain a
             dashcam has); what the gain lifts past white clips (the sensor's limited dynamic range). False: the
             fixed exposure of the light presets (and of night, ``physattack.drive.night``).
+        highlights: ``clip`` (a plain sensor: past white every channel clips) or ``rolloff`` (an HDR camera's tone
+            curve: the luminance above ``knee`` is compressed towards white, the channels scaled with it, so a
+            headlit red face stays red where ``clip`` turns it white).
     """
 
     width_px: int = 1920
@@ -100,9 +103,15 @@ class Dashcam:
     auto_exposure: bool = False
     exposure_target: float = 0.4
     exposure_range: tuple[float, float] = (0.25, 8.0)
+    highlights: str = "clip"
+    knee: float = 0.8
 
     def __post_init__(self) -> None:
         key = "dashcam."
+        if self.highlights not in ("clip", "rolloff"):
+            raise InputError(f"dashcam.highlights must be clip or rolloff, not {self.highlights!r}.")
+        check_range(key + "knee", self.knee, 0.0, 1.0, lo_open=True, hi_open=True,
+                    why="the luminance above which rolloff compresses highlights")
         check_range(key + "exposure_target", self.exposure_target, 0.0, 1.0, lo_open=True,
                     why="the mean luminance auto-exposure aims each frame at, in [0, 1]")
         object.__setattr__(self, "exposure_range", check_interval(
@@ -159,6 +168,17 @@ def turn(yaw_deg: float) -> Tensor:
     a = math.radians(yaw_deg)
     c, s = math.cos(a), math.sin(a)
     return torch.tensor([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]], dtype=torch.float64)
+
+
+def roll_off(images: Tensor, knee: float) -> Tensor:
+    """``images`` (B×3×h×w, linear, any brightness) through an HDR camera's highlight roll-off: the luminance (Rec.
+    709) kept below ``knee`` and compressed above it as ``knee + (1 − knee)·(1 − exp(−(L − knee)/(1 − knee)))``
+    (continuous in value and slope, white only in the limit), every channel scaled by the luminance's factor, then
+    clipped to [0, 1] (a channel alone may still clip: a red face stays red, and bright)."""
+    luma = (images * images.new_tensor([0.2126, 0.7152, 0.0722]).view(1, 3, 1, 1)).sum(1, keepdim=True)
+    soft = knee + (1 - knee) * (1 - torch.exp(-(luma - knee).clamp_min(0) / (1 - knee)))
+    scale = torch.where(luma > knee, soft / luma.clamp_min(1e-6), torch.ones_like(luma))
+    return (images * scale).clamp(0, 1)
 
 
 def face_corners(size_m: tuple[float, float]) -> Tensor:
@@ -531,8 +551,11 @@ class DriveRenderer:
             if frames.weather is not None:
                 out = add_rain(out, frames.weather, params.noise_seed)
             if effects:
+                gain = gains[start:rows.stop]
+                if self.dashcam.highlights == "rolloff":          # the gain, then the tone curve, before the effects
+                    out, gain = roll_off(out * gain.to(out)[:, None, None, None], self.dashcam.knee), torch.ones_like(gain)
                 native = replace(params, sensor_px=torch.full((len(params),), float(x1 - x0)),   # no resampling
-                                 exposure=params.exposure * gains[start:rows.stop])
+                                 exposure=params.exposure * gain)
                 out = apply_camera_effects(out, native.to(out.device))
             images.append(out.cpu())
         return DriveImages(torch.cat(images), boxes, region)

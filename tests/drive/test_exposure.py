@@ -76,3 +76,17 @@ def replace_glare(frames):
     from dataclasses import replace
 
     return replace(frames, glare=None)
+
+
+def test_an_hdr_roll_off_keeps_a_bright_red_face_red_where_clipping_turns_it_white():
+    from physattack.drive.trajectories import roll_off
+
+    dim = torch.rand(1, 3, 4, 4) * 0.5
+    assert torch.equal(roll_off(dim, 0.8), dim)                                     # below the knee: untouched
+    red = torch.tensor([7.2, 0.96, 0.8]).view(1, 3, 1, 1)                           # headlit red sheeting at gain 8
+    kept, clipped = roll_off(red, 0.8)[0, :, 0, 0], red.clamp(0, 1)[0, :, 0, 0]
+    assert float(kept[0]) == 1.0 and float(kept[1]) < 0.5 and float(clipped[1]) > 0.9       # red, not white
+    ramp = roll_off(torch.linspace(0, 3, 50).view(1, 1, 1, 50).expand(1, 3, 1, 50).contiguous(), 0.8)[0, 0, 0]
+    assert bool((ramp[1:] >= ramp[:-1]).all()) and float(ramp[-1]) < 1.0            # monotone, white only in the limit
+    with pytest.raises(InputError, match="dashcam.highlights must be clip or rolloff"):
+        Dashcam(highlights="hdr")
