@@ -122,13 +122,15 @@ def protocol_grid(cfg: DictConfig, background_count: int):
 
 
 def victim_names(cfg: DictConfig, built) -> list[str]:
-    """The names the attacked victim(s) go by: an ensemble's member names, else the ``victim=`` option
-    chosen (or, outside Hydra, the victim config's ``name`` or its constructor's name)."""
+    """The names the attacked victim(s) go by: an ensemble's member names, a stack's name (by its parts), else the
+    ``victim=`` option chosen (or, outside Hydra, the victim config's ``name`` or its constructor's name)."""
     from hydra.core.hydra_config import HydraConfig
 
     names = getattr(built, "names", None)
     if names:
         return list(names)
+    if getattr(built, "is_stack", False):              # named by its parts, whatever the config file is called
+        return [built.display_name]
     if HydraConfig.initialized() and HydraConfig.get().runtime.choices.get("victim"):
         return [str(HydraConfig.get().runtime.choices["victim"])]
     return [str(cfg.victim.get("name") or str(cfg.victim.get("_target_", "victim")).rsplit(".", 1)[-1])]

@@ -43,7 +43,8 @@ class StackVictim(Detector):
         crop_frame: the box's longer side as a share of the crop's (the classifier's training framing).
         crop_px: the crops' side in pixels (the classifier resizes as it always does).
         min_score: the least probability a class needs to be answered for a box.
-        name: what reports call it; default ``<detector>-><classifier>``.
+        name: what reports call it; default ``stack_<detector_name>_<classifier_name>`` (so a config whose parts
+            are swapped on the command line is never reported under another pair's name).
     """
 
     is_stack = True
@@ -65,7 +66,7 @@ class StackVictim(Detector):
         self.labels = tuple(classifier.labels)
         self.input_size = int(getattr(detector, "input_size", 160))
         self.detector_name, self.classifier_name = detector_name, classifier_name
-        self.display_name = name or f"{detector_name}->{classifier_name}"
+        self.display_name = name or f"stack_{detector_name}_{classifier_name}"
 
     def label_index(self, name: str) -> int:
         return self.classifier.label_index(name)

@@ -117,8 +117,8 @@ def test_a_stack_is_query_attacked_as_one_model_and_its_detector_is_never_held_o
     _, proc, m = detector_query_run(in_tmp / "qs", "stack_tinynet_e", finished_run, in_tmp, "attack.queries=16",
                                     "attack.query.judge_every=0")
     q = m["query"]
-    assert m["kind"] == "query_detector" and q["victim"] == "stack_tinynet_e" and q["images"] == 16
-    assert q["stack_parts"] == ["detnet", "zoo_tinynet_e"] and m["victim_names"] == ["stack_tinynet_e"]
+    assert m["kind"] == "query_detector" and q["victim"] == "stack_detnet_zoo_tinynet_e" and q["images"] == 16
+    assert q["stack_parts"] == ["detnet", "zoo_tinynet_e"] and m["victim_names"] == ["stack_detnet_zoo_tinynet_e"]
     rows = m["heldout"]["detectors"]["members"]
     assert rows["detnet"]["role"] == "attacked" and rows["det_retinanet"]["role"] == "held-out"
     assert "| detnet | – | inside the query-attacked stack |" in proc.stdout
