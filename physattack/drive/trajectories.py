@@ -171,8 +171,8 @@ def turn(yaw_deg: float) -> Tensor:
 
 
 def roll_off(images: Tensor, knee: float) -> Tensor:
-    """``images`` (B×3×h×w, linear, any brightness) through an HDR camera's highlight roll-off: the luminance (Rec.
-    709) kept below ``knee`` and compressed above it as ``knee + (1 − knee)·(1 − exp(−(L − knee)/(1 − knee)))``
+    """``images`` (B×3×h×w, linear, any brightness) through an HDR camera's highlight roll-off: the luminance
+    (Rec. 709) kept below ``knee`` and compressed above it as ``knee + (1 − knee)·(1 − exp(−(L − knee)/(1 − knee)))``
     (continuous in value and slope, white only in the limit), every channel scaled by the luminance's factor, then
     clipped to [0, 1] (a channel alone may still clip: a red face stays red, and bright)."""
     luma = (images * images.new_tensor([0.2126, 0.7152, 0.0722]).view(1, 3, 1, 1)).sum(1, keepdim=True)
@@ -434,10 +434,11 @@ class DriveRenderer:
         if not cam.auto_exposure:
             return torch.ones(len(frames))
         p = frames.params
-        keys = [(None if frames.street is None else frames.street.seed, int(p.background_index[i]), float(p.bg_scale[i]),
-                 float(p.ambient[i]), float(p.diffuse[i]), float(p.light_azimuth_deg[i]),
-                 float(p.light_elevation_deg[i]), float(p.color_temp_k[i]), frames.headlights is not None,
-                 getattr(frames.weather, "name", None), frames.yaw_deg, *frames.camera_m[i].tolist())
+        street = None if frames.street is None else frames.street.seed
+        keys = [(street, int(p.background_index[i]), float(p.bg_scale[i]), float(p.ambient[i]), float(p.diffuse[i]),
+                 float(p.light_azimuth_deg[i]), float(p.light_elevation_deg[i]), float(p.color_temp_k[i]),
+                 frames.headlights is not None, getattr(frames.weather, "name", None), frames.yaw_deg,
+                 *frames.camera_m[i].tolist())
                 for i in range(len(frames))]
         todo = sorted({i for i, k in enumerate(keys) if k not in self._gains})
         if todo:                                   # a frame is metered once, whatever regions of it are drawn
@@ -553,7 +554,8 @@ class DriveRenderer:
             if effects:
                 gain = gains[start:rows.stop]
                 if self.dashcam.highlights == "rolloff":          # the gain, then the tone curve, before the effects
-                    out, gain = roll_off(out * gain.to(out)[:, None, None, None], self.dashcam.knee), torch.ones_like(gain)
+                    out = roll_off(out * gain.to(out)[:, None, None, None], self.dashcam.knee)
+                    gain = torch.ones_like(gain)
                 native = replace(params, sensor_px=torch.full((len(params),), float(x1 - x0)),   # no resampling
                                  exposure=params.exposure * gain)
                 out = apply_camera_effects(out, native.to(out.device))
