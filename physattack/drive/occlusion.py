@@ -13,11 +13,11 @@ The presets (``OCCLUSION``; ``drive.drives.occlusion``), each fixed by the drive
   at 51 m) even the clean car cannot stop in time; the slower drives have the rest of the approach.
 - ``shadow``: the shadow of something out of frame (a pole, a building's edge) across the face: a straight edge
   through the face at a seeded angle (within 60° of vertical) and offset (within 0.15 m of the centre), the part
-  beyond it lit by the ambient light only (the direct light is blocked), with a 3-cm penumbra. At night, with no
-  direct light, it changes nothing.
+  beyond it lit by the ambient light only (the direct light is blocked), with a 3-cm penumbra. At night in the
+  headlights alone, with no direct light, it changes nothing.
 
-Geometry, in the sign's coordinates as ``trajectories.py`` has them: the car at ``x = -lane_offset_m``, its road's
-right edge ``lane_width_m / 2`` to its right (3.5-m lanes, as ``street.Street``). Occluders are flat polygons
+Geometry, in the road's coordinates (the sign's, when it is not turned on its post: ``trajectories.turn``): the car
+at ``x = -lane_offset_m``, its road's right edge ``lane_width_m / 2`` to its right (3.5-m lanes, as ``street.Street``). Occluders are flat polygons
 (``street.Polygon``) lit flat by the drive's light, fogged by their own depth, filled by OpenCV at 1/16-pixel
 precision into a cover that is composited over the frame after the sign (so gradients still reach the texture
 through the uncovered pixels). The EOT samplers never draw an occlusion (a test holds them to that): like the
