@@ -41,6 +41,7 @@ Region = tuple[int, int, int, int]
 #: the other signs a street may show (``physattack.scene.signs.SIGNS`` names); red ones first
 DISTRACTORS = ("do_not_enter", "yield_sign", "do_not_pass", "speed_limit_45", "keep_right", "one_way",
                "pedestrian_crossing", "railroad_crossing")
+POST = (0.42, 0.43, 0.44)          # a sign post's grey, as the scenes' meshes have it
 ASPHALT, MARKING, KERB, VERGE, SIDEWALK = (0.30, 0.30, 0.31), (0.85, 0.85, 0.82), (0.62, 0.61, 0.58), \
     (0.30, 0.42, 0.20), (0.55, 0.54, 0.51)
 FACADES = ((0.55, 0.30, 0.24), (0.66, 0.62, 0.55), (0.45, 0.44, 0.46), (0.75, 0.70, 0.60), (0.35, 0.38, 0.45),

@@ -469,6 +469,24 @@ class DriveRenderer:
             out = fogged(out, torch.ones_like(out[:, :1]), BACKDROP_DEPTH_M, frames.weather, params)
         return out
 
+    def _post_below(self, verts: Tensor, frames: DriveFrames):
+        """The post from the scene's post's foot down to the road, for a sign mounted higher than the scene's post
+        reaches (``physattack.drive.occlusion.Occluder`` of one polygon, in the sign's coordinates), or None."""
+        if len(frames) == 0:
+            return None
+        foot = -float(verts[:, 1].min())                       # the scene's post ends this far below the face centre
+        height = self.dashcam.height_m - float(frames.camera_m[0, 1])
+        if height < foot - 1e-3:
+            raise InputError(f"drive.drives.sign_height_m={height:g} puts the scene's {foot:g}-m post below the road; "
+                             f"use a height of at least {foot:g} m (a higher one gets a longer post).")
+        if height <= foot + 1e-3:
+            return None
+        from physattack.drive.occlusion import Occluder
+        from physattack.drive.street import POST, _quad
+
+        return Occluder("post", polygons=(_quad(-0.025, 0.025, -height, -foot + 0.01, -0.002, -0.002, POST,
+                                                (0, 0, 1)),))
+
     def full_region(self) -> Region:
         return 0, 0, self.dashcam.width_px, self.dashcam.height_px
 
@@ -506,12 +524,15 @@ class DriveRenderer:
         verts = scene.mesh.verts.cpu()
         cams = frames.cameras(self.dashcam)
         windows, ahead = projected_boxes(cams, verts)
+        post = self._post_below(verts, frames)
         gains = self.exposure_gains(frames) if effects else None
         images, boxes = [], torch.zeros(len(frames), 4)
         for start in range(0, len(frames), batch):
             rows = range(start, min(start + batch, len(frames)))
             params = frames.params[start:rows.stop]
             out = self._backdrop(frames, start, rows.stop, region, params, texture.device)
+            if post is not None:                                   # the post down to the road, behind the sign
+                out = post.cover(out, frames[start:rows.stop].cameras(self.dashcam), region, params, frames.weather)
             for j, i in enumerate(rows):
                 if not bool(ahead[i]):
                     continue

@@ -103,3 +103,21 @@ def test_a_sign_turned_on_its_post_projects_where_the_road_sees_it_and_the_stree
     assert torch.allclose(a[:, outside], b[:, outside], atol=1e-5)
     with pytest.raises(InputError, match="drive.drives.sign_yaw_deg"):
         DriveSet(sign_yaw_deg=[90.0])
+
+
+def test_a_sign_mounted_per_mutcd_sits_at_its_height_and_its_post_reaches_the_road(stop_scene):
+    """The bottom 2.1 m above the road (MUTCD, urban): the face's centre 2.475 m up, in the frame where the pinhole
+    puts it; the scene's 2.1-m post is lengthened to the road; a sign lower than the scene's post is refused."""
+    size = tuple(stop_scene.texture_size_m)
+    frames = Drive(speed_kmh=36.0, lane_offset_m=3.5, start_m=20.0, fps=2.0, sign_height_m=2.475).frames(CAM, size)
+    x0, y0, x1, y1 = frames.face_boxes[0].tolist()
+    up = 2.475 - CAM.height_m                                       # the face centre above the lens
+    assert (y0 + y1) / 2 == pytest.approx(CAM.height_px / 2 - CAM.focal_px * up / float(frames.distance_m[0]), abs=0.5)
+    renderer = DriveRenderer(Renderer(), BackgroundBank(2, seed=1000), CAM)
+    post = renderer._post_below(stop_scene.mesh.verts, frames)
+    ys = post.polygons[0].points[:, 1]
+    assert ys.min() == pytest.approx(-2.475) and ys.max() > -2.1      # from the road up past the scene post's foot
+    assert renderer._post_below(stop_scene.mesh.verts, Drive(start_m=20.0).frames(CAM, size)) is None
+    low = Drive(speed_kmh=36.0, lane_offset_m=3.5, start_m=20.0, fps=2.0, sign_height_m=1.8).frames(CAM, size)
+    with pytest.raises(InputError, match="drive.drives.sign_height_m=1.8 puts the scene's 2.1-m post below the road"):
+        renderer.render(stop_scene, stop_scene.texture, low[:1], effects=False)
