@@ -54,7 +54,7 @@ NIGHT_BACKDROP = 0.05      # a background image's share of its daylight brightne
 
 #: the light of a drive: the held-out grid's presets (``LIGHTING_PRESETS``), and four that only drives have (the EOT
 #: samplers never draw them): dusk, night in the car's own headlights (``physattack.drive.night``), night on a lit
-#: street (the headlights, and street lamps overhead: 3000-K LEDs from high above the road, which light sheeting and
+#: street (the headlights, and street lamps overhead: 4000-K LEDs from high above the road, which light sheeting and
 #: print alike, since the sheeting returns their light towards the lamps, not the camera) and a low sun ahead,
 #: behind the sign, with its glare (``physattack.drive.glare``)
 DRIVE_LIGHTS: dict[str, dict[str, float]] = {
@@ -64,7 +64,7 @@ DRIVE_LIGHTS: dict[str, dict[str, float]] = {
     "night": {"ambient": 0.03, "diffuse": 0.0, "light_azimuth_deg": 0.0, "light_elevation_deg": 60.0,
               "color_temp_k": 6500.0},
     "night_lit": {"ambient": 0.08, "diffuse": 0.22, "light_azimuth_deg": -20.0, "light_elevation_deg": 65.0,
-                  "color_temp_k": 3000.0},
+                  "color_temp_k": 4000.0},
     "sun_ahead": SUN_AHEAD,
 }
 NIGHT_LIGHTS = ("night", "night_lit")       # the car's headlights are on
@@ -90,6 +90,8 @@ class Dashcam:
             the frame's mean luminance to ``exposure_target``, within ``exposure_range`` (the shutter and gain a
             dashcam has); what the gain lifts past white clips (the sensor's limited dynamic range). False: the
             fixed exposure of the light presets (and of night, ``physattack.drive.night``).
+        auto_white_balance: grey world on the same metering (``DriveRenderer.white_balance``): each channel's mean
+            brought to the frame's mean luminance, so a street under 4000-K lamps is not orange.
         highlights: ``clip`` (a plain sensor: past white every channel clips) or ``rolloff`` (an HDR camera's tone
             curve: the luminance above ``knee`` is compressed towards white, the channels scaled with it, so a
             headlit red face stays red where ``clip`` turns it white).
@@ -101,6 +103,7 @@ class Dashcam:
     height_m: float = 1.4
     pitch_deg: float = 0.0
     auto_exposure: bool = False
+    auto_white_balance: bool = False
     exposure_target: float = 0.4
     exposure_range: tuple[float, float] = (0.25, 8.0)
     highlights: str = "clip"
@@ -423,16 +426,28 @@ class DriveRenderer:
     def __init__(self, renderer: Renderer, backgrounds: BackgroundBank, dashcam: Dashcam, margin_px: int = 3):
         self.renderer, self.backgrounds, self.dashcam = renderer, backgrounds, dashcam
         self.margin_px = check_range("margin_px", margin_px, 0, integer=True, why="pixels around the sign's box")
-        self._gains: dict[tuple, float] = {}
+        self._gains: dict[tuple, list[float]] = {}   # a frame's metering: gain, then white balance
 
     def exposure_gains(self, frames: DriveFrames) -> Tensor:
         """T: each frame's auto-exposure gain (``Dashcam.auto_exposure``; ones without it): ``exposure_target``
         over the mean luminance (Rec. 709) of the frame's backdrop, metered on the whole frame at
         1/``METERING_SCALE`` of its size, within ``exposure_range``. The sign is left out of the metering (at 10 m
         it is 0.25 % of a 1920×1080 frame), so every region of a frame gets the full frame's gain."""
-        cam = self.dashcam
-        if not cam.auto_exposure:
+        if not self.dashcam.auto_exposure:
             return torch.ones(len(frames))
+        return self._meter(frames)[:, 0]
+
+    def white_balance(self, frames: DriveFrames) -> Tensor:
+        """T×3: each frame's white-balance gains (``Dashcam.auto_white_balance``; ones without it): grey world on the
+        same metering as ``exposure_gains``, each channel's mean brought to the mean luminance (within 0.25-4×), so
+        the frame's luminance is kept and a cast (4000-K street lamps, dusk) is taken out."""
+        if not self.dashcam.auto_white_balance:
+            return torch.ones(len(frames), 3)
+        return self._meter(frames)[:, 1:]
+
+    def _meter(self, frames: DriveFrames) -> Tensor:
+        """T×4: the auto-exposure gain and the three white-balance gains of each frame, metered once per frame."""
+        cam = self.dashcam
         p = frames.params
         street = None if frames.street is None else frames.street.seed
         keys = [(street, int(p.background_index[i]), float(p.bg_scale[i]), float(p.ambient[i]), float(p.diffuse[i]),
@@ -447,10 +462,12 @@ class DriveRenderer:
             luma = torch.tensor([0.2126, 0.7152, 0.0722]).view(1, 3, 1, 1)
             backdrop = small._backdrop(sub, 0, len(sub), small.full_region(), sub.params, torch.device("cpu"))
             mean = (backdrop * luma).sum(1).mean((1, 2)).clamp_min(1e-4)
+            channels = backdrop.mean((2, 3)).clamp_min(1e-4)                       # B×3
+            balance = (mean[:, None] / channels).clamp(0.25, 4.0)
+            gain = (cam.exposure_target / mean).clamp(*cam.exposure_range)
             if len(self._gains) > 200_000:
                 self._gains.clear()
-            self._gains.update(zip((keys[i] for i in todo), (cam.exposure_target / mean).clamp(*cam.exposure_range)
-                                   .tolist()))
+            self._gains.update(zip((keys[i] for i in todo), torch.cat([gain[:, None], balance], 1).tolist()))
         return torch.tensor([self._gains[k] for k in keys])
 
     def _backdrop(self, frames: DriveFrames, start: int, stop: int, region: Region, params: SceneParams,
@@ -526,6 +543,7 @@ class DriveRenderer:
         windows, ahead = projected_boxes(cams, verts)
         post = self._post_below(verts, frames)
         gains = self.exposure_gains(frames) if effects else None
+        balance = self.white_balance(frames) if effects else None
         images, boxes = [], torch.zeros(len(frames), 4)
         for start in range(0, len(frames), batch):
             rows = range(start, min(start + batch, len(frames)))
@@ -574,6 +592,8 @@ class DriveRenderer:
                 out = add_rain(out, frames.weather, params.noise_seed)
             if effects:
                 gain = gains[start:rows.stop]
+                if self.dashcam.auto_white_balance:
+                    out = out * balance[start:rows.stop].to(out)[:, :, None, None]
                 if self.dashcam.highlights == "rolloff":          # the gain, then the tone curve, before the effects
                     out = roll_off(out * gain.to(out)[:, None, None, None], self.dashcam.knee)
                     gain = torch.ones_like(gain)

@@ -5,6 +5,8 @@ near the sun."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -90,3 +92,19 @@ def test_an_hdr_roll_off_keeps_a_bright_red_face_red_where_clipping_turns_it_whi
     assert bool((ramp[1:] >= ramp[:-1]).all()) and float(ramp[-1]) < 1.0            # monotone, white only in the limit
     with pytest.raises(InputError, match="dashcam.highlights must be clip or rolloff"):
         Dashcam(highlights="hdr")
+
+
+def test_auto_white_balance_takes_a_lamps_cast_out_and_keeps_the_luminance(stop_scene):
+    cam = Dashcam(width_px=640, height_px=360, auto_exposure=True, auto_white_balance=True)
+    renderer = DriveRenderer(Renderer(), BackgroundBank(2, seed=1000), cam)
+    frames = drive_frames(stop_scene, "night_lit", cam)
+    balance = renderer.white_balance(frames)
+    assert balance.shape == (len(frames), 3) and bool((balance[:, 2] > balance[:, 0]).all())   # orange: blue lifted
+    luma = torch.tensor([0.2126, 0.7152, 0.0722])
+    images = {awb: DriveRenderer(Renderer(), BackgroundBank(2, seed=1000), replace(cam, auto_white_balance=awb))
+              .render(stop_scene, stop_scene.texture, frames[:1]).images[0] for awb in (False, True)}
+    spread = {awb: float(img.mean((1, 2)).std()) for awb, img in images.items()}        # the channels' means apart
+    assert spread[True] < 0.5 * spread[False]
+    assert torch.equal(DriveRenderer(Renderer(), BackgroundBank(2, seed=1000), CAM).white_balance(frames),
+                       torch.ones(len(frames), 3))
+    assert float(balance[0] @ luma) == pytest.approx(1.0, abs=0.35)
