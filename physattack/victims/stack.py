@@ -45,6 +45,7 @@ class StackVictim(Detector):
         min_score: the least probability a class needs to be answered for a box.
         name: what reports call it; default ``stack_<detector_name>_<classifier_name>`` (so a config whose parts
             are swapped on the command line is never reported under another pair's name).
+        detector_name, classifier_name: what reports call the two parts (the drives' stack, the detectors table).
     """
 
     is_stack = True
