@@ -28,7 +28,8 @@ import time
 import torch
 
 from physattack.eot import BackgroundBank
-from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer
+from physattack.drive.render import DriveRenderer
+from physattack.drive.trajectories import Dashcam, Drive
 from physattack.drive.judge import DriveSettings, Judging, judge_drive
 from physattack.drive.stacks import StackSettings, TiledDetector, TwoStageStack
 from physattack.render import Renderer

@@ -38,7 +38,8 @@ from torchvision.ops import box_iou
 
 from physattack.drive.judge import check_vote
 from physattack.drive.surrogate import stop_margin
-from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer, braking_distance_m, random_drives
+from physattack.drive.render import DriveRenderer
+from physattack.drive.trajectories import Dashcam, Drive, braking_distance_m, random_drives
 from physattack.eot.params import SceneParams
 from physattack.eot.sampler import ViewSampler, _uniform, sensor_pixels
 from physattack.errors import InputError, check_interval, check_range

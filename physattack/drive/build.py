@@ -19,7 +19,8 @@ from physattack.drive.judge import (DriveSettings, Judging, check_braking, drive
                                     panel_metrics)
 from physattack.drive.report import report_drives
 from physattack.drive.stacks import DetectorStack, Panel, PanelVictim, StackSettings, TiledDetector, TwoStageStack
-from physattack.drive.trajectories import Dashcam, DriveRenderer
+from physattack.drive.render import DriveRenderer
+from physattack.drive.trajectories import Dashcam
 
 
 @dataclass

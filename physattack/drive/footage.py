@@ -50,7 +50,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from physattack.drive.trajectories import Dashcam, DriveImages, Region
+from physattack.drive.render import DriveImages
+from physattack.drive.trajectories import Dashcam, Region
 from physattack.errors import InputError, check_range
 from physattack.imageio import read_rgb
 

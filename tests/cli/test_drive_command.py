@@ -90,7 +90,8 @@ def test_help_names_the_command_and_its_sets(capsys):
 def test_a_drive_over_footage_is_judged_and_reported_as_one(finished_run, in_tmp, stop_scene):
     """A rendered approach written as footage (frames and track) through the command: one footage drive."""
     from physattack.drive.footage import write_footage
-    from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer
+    from physattack.drive.render import DriveRenderer
+    from physattack.drive.trajectories import Dashcam, Drive
     from physattack.eot import BackgroundBank
     from physattack.render import Renderer
 

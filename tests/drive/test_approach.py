@@ -11,7 +11,8 @@ import torch
 from physattack.drive.approach import ApproachObjective, ApproachSampler, DetectorFraming, Windows
 from physattack.drive.judge import first_recognition
 from physattack.drive.surrogate import stop_margin
-from physattack.drive.trajectories import Dashcam, DriveRenderer, braking_distance_m
+from physattack.drive.render import DriveRenderer
+from physattack.drive.trajectories import Dashcam, braking_distance_m
 from physattack.eot import BackgroundBank
 from physattack.errors import InputError
 

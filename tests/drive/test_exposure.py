@@ -10,7 +10,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer
+from physattack.drive.render import DriveRenderer
+from physattack.drive.trajectories import Dashcam, Drive
 from physattack.eot import BackgroundBank
 from physattack.errors import InputError
 from physattack.render import Renderer
@@ -81,7 +82,7 @@ def replace_glare(frames):
 
 
 def test_an_hdr_roll_off_keeps_a_bright_red_face_red_where_clipping_turns_it_white():
-    from physattack.drive.trajectories import roll_off
+    from physattack.drive.render import roll_off
 
     dim = torch.rand(1, 3, 4, 4) * 0.5
     assert torch.equal(roll_off(dim, 0.8), dim)                                     # below the knee: untouched

@@ -17,7 +17,8 @@ from physattack.drive.footage import (Footage, FootageOptions, FootageRenderer, 
                                       write_footage)
 from physattack.drive.judge import DriveSettings, Judging, evaluate_drives
 from physattack.drive.stacks import SearchScale, StackSettings
-from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer
+from physattack.drive.render import DriveRenderer
+from physattack.drive.trajectories import Dashcam, Drive
 from physattack.eot import BackgroundBank
 from physattack.errors import InputError
 from physattack.render import Renderer

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from physattack.eot import BackgroundBank
-from physattack.drive.trajectories import Dashcam, DriveRenderer, DriveSet
+from physattack.drive.render import DriveRenderer
+from physattack.drive.trajectories import Dashcam, DriveSet
 from physattack.errors import InputError
 from physattack.drive.judge import (DriveSettings, Judging, check_braking, drive_metrics, evaluate_drives,
                                    first_recognition, panel_metrics)

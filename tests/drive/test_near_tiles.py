@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 
 from physattack.drive.stacks import StackSettings, TiledDetector, _on_sign
-from physattack.drive.trajectories import Dashcam, DriveRenderer, DriveSet
+from physattack.drive.render import DriveRenderer
+from physattack.drive.trajectories import Dashcam, DriveSet
 from physattack.eot import BackgroundBank
 from physattack.render import Renderer
 from physattack.victims import load_detnet

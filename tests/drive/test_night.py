@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from physattack.drive.night import Headlights
-from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer
+from physattack.drive.render import DriveRenderer
+from physattack.drive.trajectories import Dashcam, Drive
 from physattack.eot import BackgroundBank
 from physattack.errors import InputError
 from physattack.render import Renderer

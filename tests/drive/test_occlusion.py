@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer, DriveSet
+from physattack.drive.render import DriveRenderer
+from physattack.drive.trajectories import Dashcam, Drive, DriveSet
 from physattack.eot import BackgroundBank
 from physattack.errors import InputError
 from physattack.render import Renderer

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from physattack.drive.street import DISTRACTORS, Street
-from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer, DriveSet
+from physattack.drive.render import DriveRenderer
+from physattack.drive.trajectories import Dashcam, Drive, DriveSet
 from physattack.eot import BackgroundBank
 from physattack.errors import InputError
 from physattack.render import Renderer

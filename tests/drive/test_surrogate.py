@@ -88,7 +88,8 @@ def test_gradients_reach_the_texture_through_the_detectors_crop_and_lower_the_so
     """An approach window of real frames read by the two-stage stack (the bundled DetNet's boxes, detached; SignNet
     on the crops): the soft verdict has a gradient on the texture, and a few signed steps on it lower the verdict."""
     from physattack.drive.stacks import StackSettings, TiledDetector, TwoStageStack
-    from physattack.drive.trajectories import Dashcam, DriveRenderer, DriveSet
+    from physattack.drive.render import DriveRenderer
+    from physattack.drive.trajectories import Dashcam, DriveSet
     from physattack.eot import BackgroundBank
     from physattack.render import Renderer
     from physattack.victims import load_detnet

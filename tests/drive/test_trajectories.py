@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from physattack.eot import BackgroundBank
-from physattack.drive.trajectories import Dashcam, Drive, DriveRenderer, DriveSampler, DriveSet, braking_distance_m
+from physattack.drive.render import DriveRenderer
+from physattack.drive.trajectories import Dashcam, Drive, DriveSampler, DriveSet, braking_distance_m
 from physattack.errors import InputError
 from physattack.render import Renderer
 from physattack.render.renderer import mask_boxes
