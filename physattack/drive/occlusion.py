@@ -34,11 +34,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from physattack.drive.street import Polygon, _jitter, _quad, _shade, light_fields, project_polygon
+from physattack.drive.street import LANE_WIDTH_M, Polygon, _jitter, _quad, _shade, light_fields, project_polygon
 from physattack.errors import InputError
 
 Region = tuple[int, int, int, int]
-LANE_WIDTH_M = 3.5
 TRUCK_WIDTH_M, TRUCK_HEIGHT_M, TRUCK_LENGTH_M = 2.4, 3.4, 7.0
 
 

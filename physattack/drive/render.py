@@ -28,7 +28,7 @@ from physattack.drive.trajectories import Dashcam, DriveFrames, Region, projecte
 from physattack.drive.weather import BACKDROP_DEPTH_M, add_rain, fogged
 from physattack.eot.backgrounds import BackgroundBank
 from physattack.eot.effects import apply_camera_effects
-from physattack.eot.params import SceneParams
+from physattack.eot.params import REC709_LUMA, SceneParams
 from physattack.errors import InputError, check_range
 from physattack.render.renderer import Renderer
 from physattack.scene.scene import Scene
@@ -41,7 +41,7 @@ def roll_off(images: Tensor, knee: float) -> Tensor:
     (Rec. 709) kept below ``knee`` and compressed above it as ``knee + (1 − knee)·(1 − exp(−(L − knee)/(1 − knee)))``
     (continuous in value and slope, white only in the limit), every channel scaled by the luminance's factor, then
     clipped to [0, 1] (a channel alone may still clip: a red face stays red, and bright)."""
-    luma = (images * images.new_tensor([0.2126, 0.7152, 0.0722]).view(1, 3, 1, 1)).sum(1, keepdim=True)
+    luma = (images * images.new_tensor(REC709_LUMA).view(1, 3, 1, 1)).sum(1, keepdim=True)
     soft = knee + (1 - knee) * (1 - torch.exp(-(luma - knee).clamp_min(0) / (1 - knee)))
     scale = torch.where(luma > knee, soft / luma.clamp_min(1e-6), torch.ones_like(luma))
     return (images * scale).clamp(0, 1)
@@ -112,7 +112,7 @@ class DriveRenderer:
         if todo:                                   # a frame is metered once, whatever regions of it are drawn
             small = self.scaled(1 / self.METERING_SCALE)
             sub = frames[torch.tensor(todo)]
-            luma = torch.tensor([0.2126, 0.7152, 0.0722]).view(1, 3, 1, 1)
+            luma = torch.tensor(REC709_LUMA).view(1, 3, 1, 1)
             backdrop = small._backdrop(sub, 0, len(sub), small.full_region(), sub.params, torch.device("cpu"))
             mean = (backdrop * luma).sum(1).mean((1, 2)).clamp_min(1e-4)
             channels = backdrop.mean((2, 3)).clamp_min(1e-4)                       # B×3
@@ -195,8 +195,10 @@ class DriveRenderer:
         cams = frames.cameras(self.dashcam)
         windows, ahead = projected_boxes(cams, verts)
         post = self._post_below(verts, frames)
-        gains = self.exposure_gains(frames) if effects else None
-        balance = self.white_balance(frames) if effects else None
+        dash = self.dashcam
+        metered = effects and (dash.auto_exposure or dash.auto_white_balance)
+        meter = self._meter(frames) if metered else torch.ones(len(frames), 4)     # metered once for the call
+        gains = meter[:, 0] if dash.auto_exposure else torch.ones(len(frames))
         images, boxes = [], torch.zeros(len(frames), 4)
         for start in range(0, len(frames), batch):
             rows = range(start, min(start + batch, len(frames)))
@@ -246,7 +248,7 @@ class DriveRenderer:
             if effects:
                 gain = gains[start:rows.stop]
                 if self.dashcam.auto_white_balance:
-                    out = out * balance[start:rows.stop].to(out)[:, :, None, None]
+                    out = out * meter[start:rows.stop, 1:].to(out)[:, :, None, None]
                 if self.dashcam.highlights == "rolloff":          # the gain, then the tone curve, before the effects
                     out = roll_off(out * gain.to(out)[:, None, None, None], self.dashcam.knee)
                     gain = torch.ones_like(gain)

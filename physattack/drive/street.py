@@ -42,6 +42,7 @@ Region = tuple[int, int, int, int]
 DISTRACTORS = ("do_not_enter", "yield_sign", "do_not_pass", "speed_limit_45", "keep_right", "one_way",
                "pedestrian_crossing", "railroad_crossing")
 POST = (0.42, 0.43, 0.44)          # a sign post's grey, as the scenes' meshes have it
+LANE_WIDTH_M = 3.5                 # each lane of the road (a street's, and what occluders are placed by)
 ASPHALT, MARKING, KERB, VERGE, SIDEWALK = (0.30, 0.30, 0.31), (0.85, 0.85, 0.82), (0.62, 0.61, 0.58), \
     (0.30, 0.42, 0.20), (0.55, 0.54, 0.51)
 FACADES = ((0.55, 0.30, 0.24), (0.66, 0.62, 0.55), (0.45, 0.44, 0.46), (0.75, 0.70, 0.60), (0.35, 0.38, 0.45),
@@ -84,7 +85,7 @@ class Street:
     seed: int
     lane_offset_m: float
     sign_height_m: float = 2.1
-    lane_width_m: float = 3.5
+    lane_width_m: float = LANE_WIDTH_M
     length_m: float = 160.0
     clear_m: float = 12.0
     distractors: int = 6

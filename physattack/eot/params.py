@@ -19,6 +19,10 @@ _BLACKBODY = torch.stack([_RB[:, 0], torch.ones(len(_RB)), _RB[:, 1]], dim=1)
 _BLACKBODY_K = torch.arange(3000.0, 15001.0, 500.0)
 
 
+#: Rec. 709 luminance weights of linear R, G, B
+REC709_LUMA = (0.2126, 0.7152, 0.0722)
+
+
 def color_temperature_rgb(kelvin: Tensor) -> Tensor:
     """B kelvins to B×3 RGB light colours of unit luminance (kornia's black-body table, interpolated)."""
     k = kelvin.clamp(3000.0, 15000.0).cpu()
@@ -26,7 +30,7 @@ def color_temperature_rgb(kelvin: Tensor) -> Tensor:
     i0 = pos.floor().long().clamp(max=len(_BLACKBODY_K) - 2)
     t = (pos - i0).unsqueeze(-1)
     rgb = _BLACKBODY[i0] * (1 - t) + _BLACKBODY[i0 + 1] * t
-    lum = rgb @ torch.tensor([0.2126, 0.7152, 0.0722])
+    lum = rgb @ torch.tensor(REC709_LUMA)
     return (rgb / lum.unsqueeze(-1)).to(kelvin.device)
 
 
