@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,10 +22,11 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from physattack.atomic import load_torch, save_torch
 from physattack.config import RunConfig
-from physattack.errors import InputError
 from physattack.attack.signals import StopSignals
+from physattack.attack.checkpoint import LoopState, load_checkpoint, save_checkpoint
+from physattack.attack.errors import AttackError
+from physattack.attack.intermediate import Guide, IntermediateLevel, tap
 from physattack.attack.mask_search import MaskSearch, search_sticker_mask
 from physattack.attack.detection_objectives import reads_sign, sign_labels, sign_probability
 from physattack.attack.objectives import DETECTOR_OBJECTIVES, DETECTOR_ONLY, OBJECTIVES, Objective, backward
@@ -34,10 +35,6 @@ from physattack.patch.placement import PlacementError, place_stickers, sticker_p
 from physattack.printing import non_printability_score, total_variation
 from physattack.scene.scene import Scene
 from physattack.victims.ensemble import Ensemble
-
-
-class AttackError(InputError):
-    """An attack that cannot run as configured; the message says what to do."""
 
 
 #: How an attack reaches its victim: through its gradient, or only through queries (``physattack.attack.query``).
@@ -74,27 +71,6 @@ class AttackResult:
     zero_grad_steps: int = 0
     signal: int | None = None
     queries: dict | None = None     # a query attack's record: images asked, answers, the success-vs-queries curve
-
-
-@dataclass
-class LoopState:
-    """Where the loop stands; checkpoints keep it as a plain dict (``as_dict``), so they load as data."""
-
-    step: int = 0
-    ema_success: float = 0.0
-    ema_loss: float = math.inf
-    best_key: tuple[float, float] = (-1.0, -math.inf)     # (running success rounded, -running loss)
-    best_state: dict = field(default_factory=dict)
-    best_step: int = 0
-    history: list[dict] = field(default_factory=list)
-    zero_grad: int = 0
-
-    def as_dict(self) -> dict:
-        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "best_key": list(self.best_key)}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "LoopState":
-        return cls(**{**data, "best_key": tuple(data["best_key"])})
 
 
 @dataclass
@@ -137,6 +113,7 @@ class _Loop:
     generator: torch.Generator
     members: list[Member] | None = None
     sign_labels: tuple[int, ...] = ()      # the victim's labels of the scene's class (approach windows)
+    guide: Guide | None = None             # attack.ila: the init= run's patch, frozen
 
 
 @dataclass(eq=False)
@@ -165,6 +142,8 @@ class EOTAttack:
             optimizer refines the patch's sticker colours (``physattack.attack.query``).
         queries: a query attack's budget, in images asked about.
         query: a query attack's settings (``physattack.attack.query.QuerySettings``, or its keys as a dict).
+        ila: the intermediate-level term (``physattack.attack.intermediate.IntermediateLevel``, or its keys as a
+            dict): refine the ``init=`` run's patch along the direction it moved the members' mid-layer features.
     """
 
     objective: str = "targeted"
@@ -182,6 +161,7 @@ class EOTAttack:
     method: str = "gradient"
     queries: int = 50_000
     query: object = None
+    ila: object = None
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -214,6 +194,10 @@ class EOTAttack:
         if self.method == "query" and self.placement is not None:
             raise AttackError("attack.placement is a gradient attack's setting; a query attack (attack.method=query) "
                               "judges the patch as designed: set attack.placement=null.")
+        self.ila = IntermediateLevel.of(self.ila)
+        if self.ila.on and (self.method == "query" or self.placement is not None):
+            raise AttackError("attack.ila refines a patch through its victims' gradients, as designed: use it with "
+                              "attack.method=gradient and attack.placement=null, or set attack.ila.weight=0.")
         self._signals = StopSignals()
 
     needs_true_label = True     # the victim must know the scene's class (not so for reprogramming)
@@ -260,7 +244,7 @@ class EOTAttack:
             return run_query(self, setup, run, run_dir, tracker)
         torch.manual_seed(run.seed)
         loop = self._start(setup, run, torch.Generator().manual_seed(run.seed))
-        state = self._load(run.resume, loop) if run.resume else self._place(loop)
+        state = load_checkpoint(self, run.resume, loop) if run.resume else self._place(loop)
         checkpoint = Path(run_dir) / "checkpoint.pt"
         self._signals.install()
         bar = tqdm(total=self.steps, initial=state.step, desc="attack", unit="step", disable=not run.progress)
@@ -272,11 +256,11 @@ class EOTAttack:
                 bar.update(1)
                 bar.set_postfix(loss=f"{record['loss']:.3f}", success=f"{state.ema_success:.2f}")
                 if self.checkpoint_every and state.step % self.checkpoint_every == 0:
-                    self._save(checkpoint, loop, state, tracker)
+                    save_checkpoint(self, checkpoint, loop, state, tracker)
         finally:
             bar.close()
             self._finish(setup.patch, state)
-            self._save(checkpoint, loop, state, tracker)
+            save_checkpoint(self, checkpoint, loop, state, tracker)
             self._signals.restore()
         return AttackResult(best_state=state.best_state, best_step=state.best_step, steps_done=state.step,
                             history=state.history, interrupted=self._signals.stop, zero_grad_steps=state.zero_grad,
@@ -330,8 +314,9 @@ class EOTAttack:
         signs = ()
         if hasattr(setup.sampler, "windows"):
             signs = self.check_windows(setup.victim, setup.scene)
+        guide = Guide.of(self.ila, setup, members) if self.ila.on else None
         return _Loop(setup, run, objective, label, setup.palette.to(setup.scene.texture.device), opt, sched, generator,
-                     members, signs)
+                     members, signs, guide)
 
     def check_windows(self, victim, scene) -> tuple[int, ...]:
         """Refuse what approach windows cannot serve (an attack that learns from one victim's outputs);
@@ -381,14 +366,19 @@ class EOTAttack:
         if self.placement is not None:
             texture = self._placed(loop, texture, draw.base, len(draw.params))
         views = s.pipeline(s.scene, texture, draw.params)
+        refs = loop.guide.references(s.pipeline, s.scene, draw.params, draw.base) if loop.guide else None
         if loop.members is None:
-            output = self._victim_output(s.victim, views.images, loop.run)
+            with tap(loop.guide, s.victim, "victim") as features:
+                output = self._victim_output(s.victim, views.images, loop.run)
             self.observe(output, draw.label, progress)
             adv = loop.objective.loss(output, draw.label, views).mean()
+            if refs is not None:
+                adv = adv + loop.guide.term(s.victim, "victim", features,
+                                            lambda im: self._victim_output(s.victim, im, loop.run), refs)
             if draw.windows is not None:
                 adv = adv + self._decision_loss(draw.windows, output, loop.sign_labels, views)
         else:
-            adv, images_grad, per_member = self._ensemble_gradient(loop, views, draw.windows)
+            adv, images_grad, per_member = self._ensemble_gradient(loop, views, draw.windows, refs)
         colors = patch.colors()
         nps = non_printability_score(colors, loop.palette, patch.mask)
         tv = total_variation(colors, patch.mask)
@@ -460,21 +450,24 @@ class EOTAttack:
         adv, images_grad, _ = self._ensemble_gradient(loop, views)
         return adv, images_grad
 
-    def _ensemble_gradient(self, loop: _Loop, views, windows=None) -> tuple[Tensor, Tensor, dict]:
+    def _ensemble_gradient(self, loop: _Loop, views, windows=None, refs=None) -> tuple[Tensor, Tensor, dict]:
         """The members' weighted objective on the rendered views, asked one member at a time.
 
         Each member's mean loss is differentiated to a detached copy of the images only, so its
         activations are freed before the next member runs; the weighted sum of those image gradients
         is what the renderer's graph receives (``_descend``). Returns the weighted loss (a number, no
         graph), the images' gradient and the step's per-member record (success rates, losses, and
-        the weights when they are not the mean)."""
+        the weights when they are not the mean). ``refs``: the clean and guided views of ``attack.ila``."""
         ensemble: Ensemble = loop.setup.victim
         x = views.images.detach().requires_grad_()
         grads, losses, success = [], [], {}
         for m in loop.members:
-            with ensemble.eroded(m.victim, loop.generator):
+            with ensemble.eroded(m.victim, loop.generator), tap(loop.guide, m.victim, m.name) as features:
                 output = self._victim_output(m.victim, ensemble.attack_inputs(m.victim, x, loop.generator), loop.run)
                 loss = m.objective.loss(output, m.label, views).mean()
+                if refs is not None:
+                    loss = loss + loop.guide.term(m.victim, m.name, features, lambda im, v=m.victim: self._victim_output(
+                        v, ensemble.member_inputs(v, im), loop.run), refs)
                 if windows is not None:
                     loss = loss + self._decision_loss(windows, output, m.signs, views)
                 grad = torch.autograd.grad(loss, x, allow_unused=True)[0] if loss.requires_grad else None
@@ -546,47 +539,6 @@ class EOTAttack:
 
     def observe(self, output, label, progress: float) -> None:
         """Learn from a step's victim output besides the gradient (reprogramming's label matching); nothing here."""
-
-    # -- checkpoints: plain data only (tensors, numbers, lists, dicts), so they load with weights_only=True
-    def _save(self, path: Path, loop: _Loop, state: LoopState, tracker) -> None:
-        save_torch(path, {"patch": loop.setup.patch.state_dict(), "optimizer": loop.opt.state_dict(),
-                          "scheduler": loop.sched.state_dict(), "generator": loop.generator.get_state(),
-                          "torch_rng": torch.get_rng_state(), "state": state.as_dict(),
-                          "attack": self.checkpoint_state(), "wandb_run_id": getattr(tracker, "run_id", None),
-                          "sampler": loop.setup.sampler.state_dict() if hasattr(loop.setup.sampler, "state_dict")
-                          else {}})
-
-    def _load(self, path: str | Path, loop: _Loop) -> LoopState:
-        """Restore a checkpoint (a run directory or its checkpoint.pt) into ``loop``; returns its state."""
-        path = Path(path)
-        if path.is_dir():
-            path = path / "checkpoint.pt"
-        if not path.is_file():
-            raise AttackError(f"No checkpoint at {path}; give resume= a run directory or its checkpoint.pt.")
-        ckpt = load_torch(path, "checkpoint")
-        missing = {"patch", "optimizer", "scheduler", "generator", "torch_rng", "state"} - set(
-            ckpt if isinstance(ckpt, dict) else ())
-        if missing:
-            raise AttackError(f"{path} is not a physattack checkpoint (it lacks {', '.join(sorted(missing))}); "
-                              "give resume= the run directory an attack wrote.")
-        try:
-            state = LoopState.from_dict(ckpt["state"])
-        except (TypeError, KeyError):
-            raise AttackError(f"{path} holds a loop state this version cannot read; start a new run instead "
-                              "of resuming it.") from None
-        try:
-            loop.setup.patch.load_state_dict(ckpt["patch"])
-            loop.opt.load_state_dict(ckpt["optimizer"])
-            loop.sched.load_state_dict(ckpt["scheduler"])
-        except (RuntimeError, ValueError, KeyError, TypeError) as e:
-            raise AttackError(f"The checkpoint {path} holds a different patch (shape or type) than this run's "
-                              f"configuration; resume with the patch it was made with. ({str(e).splitlines()[0]})") from None
-        loop.generator.set_state(ckpt["generator"])
-        torch.set_rng_state(ckpt["torch_rng"])
-        self.load_checkpoint_state(ckpt.get("attack", {}))
-        if hasattr(loop.setup.sampler, "load_state_dict"):
-            loop.setup.sampler.load_state_dict(ckpt.get("sampler") or {})
-        return state
 
     def checkpoint_state(self) -> dict:
         """What an attack learns besides the patch (reprogramming's label map), kept in checkpoints as
