@@ -106,7 +106,7 @@ class DriveRenderer:
         keys = [(street, int(p.background_index[i]), float(p.bg_scale[i]), float(p.ambient[i]), float(p.diffuse[i]),
                  float(p.light_azimuth_deg[i]), float(p.light_elevation_deg[i]), float(p.color_temp_k[i]),
                  frames.headlights is not None, getattr(frames.weather, "name", None), frames.yaw_deg,
-                 *frames.camera_m[i].tolist())
+                 *frames.camera_m[i].tolist(), None if frames.heading_deg is None else float(frames.heading_deg[i]))
                 for i in range(len(frames))]
         todo = sorted({i for i, k in enumerate(keys) if k not in self._gains})
         if todo:                                   # a frame is metered once, whatever regions of it are drawn
@@ -215,7 +215,8 @@ class DriveRenderer:
                        min(cam_w, math.ceil(wx1) + m), min(cam_h, math.ceil(wy1) + m))
                 if win[2] <= win[0] or win[3] <= win[1]:
                     continue
-                cam = self.dashcam.cameras(frames.camera_m[i:i + 1].to(texture.device), win, frames.yaw_deg)
+                heading = None if frames.heading_deg is None else frames.heading_deg[i:i + 1].to(texture.device)
+                cam = self.dashcam.cameras(frames.camera_m[i:i + 1].to(texture.device), win, frames.yaw_deg, heading)
                 views = self.renderer.render(scene, texture, cam, frames.params[i].to(texture.device).lights())
                 if frames.occlusion is not None and frames.occlusion.shadow is not None:
                     unlit = self.renderer.render(scene, texture, cam,

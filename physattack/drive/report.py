@@ -61,6 +61,8 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
         lines.append(row(f"occlusion: {occlusion}", m))
     for yaw, m in metrics.get("by_sign_yaw", {}).items():
         lines.append(row(f"sign turned {yaw}°", m))
+    for radius, m in metrics.get("by_curve", {}).items():
+        lines.append(row(f"road {bend(float(radius))}", m))
     lines += ["", "## Every drive", "",
               "| # | speed km/h | light | effects | lane offset m | background | braking m | clean: recognised at m | "
               "attacked: recognised at m |", "|---|---|---|---|---|---|---|---|---|"]
@@ -74,10 +76,10 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
             where = f" ({at:.1f})" if at is not None else " (never)"
             cells.append(("stops" if o.stops(name) else "**runs**") + where)
         d = o.drive
-        yaw = getattr(d, "sign_yaw_deg", 0.0)
+        yaw, radius = getattr(d, "sign_yaw_deg", 0.0), getattr(d, "curve_radius_m", 0.0)
         light = ", ".join([d.light] + [v for v, default in ((getattr(d, "weather", "clear"), "clear"),
                                                              (getattr(d, "occlusion", "none"), "none")) if v != default]
-                          + ([f"sign turned {yaw:g}°"] if yaw else []))
+                          + ([f"sign turned {yaw:g}°"] if yaw else []) + ([bend(radius)] if radius else []))
         lines.append(f"| {o.index} | {d.speed_kmh:g} | {light} | {d.effects} | {d.lane_offset_m:g} | "
                      f"{d.background} | {o.braking_m:.1f} | {cells[0]} | {cells[1]} |")
     lines += ["", "Drives not drawn are judged until the frame past their braking point (their verdict is known "
@@ -91,6 +93,13 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
         lines.append("(OpenCV on this machine cannot write MP4, so the videos are Motion-JPEG AVI, which W&B does not "
                      "play: they are only in this folder.)")
     return "\n".join(lines) + "\n"
+
+
+def bend(radius_m: float) -> str:
+    """How a drive's road bends before the sign, in words."""
+    if not radius_m:
+        return "straight"
+    return f"bends {'right' if radius_m > 0 else 'left'} (radius {abs(radius_m):g} m)"
 
 
 def panel_markdown(table: dict, attacked: bool) -> list[str]:

@@ -67,6 +67,7 @@ class SignFace:
 
     centre: np.ndarray
     name: str
+    heading_rad: float = 0.0           # turned with the road where it bends (``curve.py``)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class Street:
         length_m: how far the street reaches ahead of the sign and behind the start of a drive.
         clear_m: no other sign, tree or pole stands within this distance of the stop sign along the road.
         distractors: how many other signs stand along the street.
+        curve: a bend of the road before the sign (``physattack.drive.curve.Curve``); None: straight.
     """
 
     seed: int
@@ -89,6 +91,7 @@ class Street:
     length_m: float = 160.0
     clear_m: float = 12.0
     distractors: int = 6
+    curve: object = None
 
     def __post_init__(self) -> None:
         key = "drive.drives.street."
@@ -110,7 +113,7 @@ class Street:
         return -self.lane_offset_m + self.lane_width_m / 2
 
     def polygons(self) -> tuple[list[Polygon], list[SignFace]]:
-        return _layout(self)
+        return _bent(self) if self.curve is not None else _layout(self)
 
 
 def _quad(x0, x1, y0, y1, z0, z1, colour, normal) -> Polygon:
@@ -220,6 +223,11 @@ def _layout(street: Street) -> tuple[list[Polygon], list[SignFace]]:
         polys.append(_quad(x - 0.04, x + 0.04, g, 0.0, z - 0.02, z - 0.02, (0.55, 0.55, 0.57), (0, 0, 1)))  # post
         faces.append(SignFace(np.asarray([x, 0.0, z]), name))
     return polys, faces
+
+
+@functools.lru_cache(maxsize=16)
+def _bent(street: Street) -> tuple[list[Polygon], list[SignFace]]:
+    return street.curve.polygons(*_layout(street))
 
 
 def _clear_of_view(x: float, z: float, side: str, street: Street) -> float:
@@ -341,18 +349,18 @@ def render_street(street: Street, camera: Pinhole, region: Region, lights: dict,
                                    None if p.normal[1] else mean)))
     for f in faces:
         rgba, size_m = _sign_face(f.name)
-        x, _, z = f.centre
         hw, hh = size_m[0] / 2, size_m[1] / 2
-        world = np.array([[x - hw, hh, z], [x + hw, hh, z], [x + hw, -hh, z], [x - hw, -hh, z]])
+        across = np.array([math.cos(f.heading_rad), 0.0, -math.sin(f.heading_rad)])
+        world = f.centre + np.array([[-hw, hh], [hw, hh], [hw, -hh], [-hw, -hh]]) @ np.stack([across, [0, 1.0, 0]])
         cam = world @ R.T + T
         if (cam[:, 2] < near).any():
             continue
         uv = np.stack([focal_px * cam[:, 0] / cam[:, 2] + cx, focal_px * cam[:, 1] / cam[:, 2] + cy], 1)
         if uv[:, 0].max() < 0 or uv[:, 0].min() > w or uv[:, 1].max() < 0 or uv[:, 1].min() > h:
             continue
-        light = _shade((0, 0, 1), lights)
+        light = _shade((math.sin(f.heading_rad), 0.0, math.cos(f.heading_rad)), lights)
         if headlights is not None:
-            light = light + _retro(headlights, -R.T @ T - np.array([x, 0.0, z]))
+            light = light + _retro(headlights, -R.T @ T - f.centre)
         items.append((float(cam[:, 2].max()) - 0.01, 1, uv, (rgba, light)))
     for far, kind, uv, paint in sorted(items, key=lambda it: -it[0]):
         if kind == 0:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import Tensor
 
+from physattack.drive.curve import Curve
 from physattack.drive.glare import SUN_AHEAD, Glare
 from physattack.drive.night import Headlights
 from physattack.drive.occlusion import OCCLUSION
@@ -128,9 +129,11 @@ class Dashcam:
         return replace(self, width_px=max(16, round(self.width_px * factor)),
                        height_px=max(16, round(self.height_px * factor)))
 
-    def cameras(self, positions_m: Tensor, window: Region | None = None, yaw_deg: float = 0.0) -> Cameras:
+    def cameras(self, positions_m: Tensor, window: Region | None = None, yaw_deg: float = 0.0,
+                heading_deg: Tensor | None = None) -> Cameras:
         """Cameras at ``positions_m`` (T×3, the sign's coordinates) looking down the road (-z of the road, which is
-        the sign's when the sign is not turned on its post; ``yaw_deg``: see ``turn``), seeing the full frame or
+        the sign's when the sign is not turned on its post; ``yaw_deg``: see ``turn``), or where the car heads on a
+        bend (``heading_deg``, T, in the road's coordinates: ``physattack.drive.curve``), seeing the full frame or
         its ``window`` (x0, y0, x1, y1 in pixels)."""
         t = positions_m.shape[0]
         dt, dev = positions_m.dtype, positions_m.device
@@ -140,6 +143,8 @@ class Dashcam:
         down = torch.linalg.cross(forward, right)
         R = torch.stack([right, down, forward]) @ turn(-yaw_deg).to(dt).to(dev)
         R = R.expand(t, 3, 3).contiguous()
+        if heading_deg is not None:                    # the car turned on the road, then the road into the sign's
+            R = torch.stack([right, down, forward]) @ turns(-heading_deg.to(dt).to(dev)) @ turn(-yaw_deg).to(dt).to(dev)
         T = -(R @ positions_m.unsqueeze(-1)).squeeze(-1)
         x0, y0, x1, y1 = window if window is not None else (0, 0, self.width_px, self.height_px)
         principal = torch.tensor([self.width_px / 2 - x0, self.height_px / 2 - y0], dtype=dt, device=dev)
@@ -158,6 +163,13 @@ def turn(yaw_deg: float) -> Tensor:
     a = math.radians(yaw_deg)
     c, s = math.cos(a), math.sin(a)
     return torch.tensor([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]], dtype=torch.float64)
+
+
+def turns(yaw_deg: Tensor) -> Tensor:
+    """T×3×3: ``turn`` of each of ``yaw_deg`` (T), differentiable and on its device."""
+    a = torch.deg2rad(yaw_deg)
+    c, s, o, z = torch.cos(a), torch.sin(a), torch.ones_like(a), torch.zeros_like(a)
+    return torch.stack([torch.stack([c, z, s], -1), torch.stack([z, o, z], -1), torch.stack([-s, z, c], -1)], -2)
 
 
 def face_corners(size_m: tuple[float, float]) -> Tensor:
@@ -191,6 +203,7 @@ class DriveFrames:
         occlusion: what hides part of the sign, or a shadow on it (``physattack.drive.occlusion.Occluder``), or None.
         yaw_deg: the sign turned on its post (``turn``); the street and occluders stand in the road's coordinates.
         glare: the veil around a low sun ahead (``physattack.drive.glare.Glare``), or None.
+        heading_deg: T, the car's heading on a bend (``physattack.drive.curve``), or None: straight down the road.
     """
 
     time_s: Tensor
@@ -206,6 +219,7 @@ class DriveFrames:
     occlusion: object = None
     yaw_deg: float = 0.0
     glare: object = None
+    heading_deg: Tensor | None = None
 
     def __len__(self) -> int:
         return self.time_s.shape[0]
@@ -215,16 +229,17 @@ class DriveFrames:
             index = slice(index, index + 1)
         return DriveFrames(self.time_s[index], self.distance_m[index], self.azimuth_deg[index],
                            self.elevation_deg[index], self.camera_m[index], self.face_boxes[index], self.params[index],
-                           self.street, self.headlights, self.weather, self.occlusion, self.yaw_deg, self.glare)
+                           self.street, self.headlights, self.weather, self.occlusion, self.yaw_deg, self.glare,
+                           None if self.heading_deg is None else self.heading_deg[index])
 
     def cameras(self, dashcam: Dashcam, window: Region | None = None) -> Cameras:
         """The frames' cameras in the sign's coordinates (what the sign is rendered and projected through)."""
-        return dashcam.cameras(self.camera_m, window, self.yaw_deg)
+        return dashcam.cameras(self.camera_m, window, self.yaw_deg, self.heading_deg)
 
     def road_cameras(self, dashcam: Dashcam) -> Cameras:
         """The same cameras in the road's coordinates (what the street and occluders are drawn through)."""
         road = self.camera_m.double() @ turn(self.yaw_deg).to(self.camera_m.device)     # turn(-yaw) @ p, row-wise
-        return dashcam.cameras(road.to(self.camera_m.dtype))
+        return dashcam.cameras(road.to(self.camera_m.dtype), heading_deg=self.heading_deg)
 
 
 @dataclass(frozen=True)
@@ -250,6 +265,9 @@ class Drive:
         occlusion: an occlusion preset (``physattack.drive.occlusion.OCCLUSION``: none, foliage, truck, shadow).
         sign_yaw_deg: the sign turned on its post, towards the road for a positive angle (±15° is common); the
             light keeps its direction on the road, so the face meets it at another angle too.
+        curve_radius_m, curve_straight_m: a bend of the road before the sign (``physattack.drive.curve.Curve``: > 0
+            to the right, < 0 to the left, 0 straight) ending ``curve_straight_m`` before it; the drive's first frame
+            is then the first one whose frame holds the sign.
     """
 
     speed_kmh: float = 50.0
@@ -268,9 +286,12 @@ class Drive:
     weather: str = "clear"
     occlusion: str = "none"
     sign_yaw_deg: float = 0.0
+    curve_radius_m: float = 0.0
+    curve_straight_m: float = 30.0
 
     def __post_init__(self) -> None:
         key = "drive."
+        Curve(self.curve_radius_m, self.curve_straight_m)
         check_range(key + "sign_yaw_deg", self.sign_yaw_deg, -60.0, 60.0,
                     why="degrees the sign is turned on its post, towards the road for a positive angle")
         _check_presets(key + "weather", [self.weather], WEATHER)
@@ -303,6 +324,8 @@ class Drive:
             out["occlusion"] = self.occlusion
         if self.sign_yaw_deg:
             out["sign_yaw_deg"] = self.sign_yaw_deg
+        if self.curve_radius_m:
+            out["curve_radius_m"] = self.curve_radius_m
         return out
 
     def street_scene(self):
@@ -311,7 +334,8 @@ class Drive:
             return None
         from physattack.drive.street import Street
 
-        return Street(self.street, self.lane_offset_m, self.sign_height_m)
+        curve = Curve(self.curve_radius_m, self.curve_straight_m)
+        return Street(self.street, self.lane_offset_m, self.sign_height_m, curve=None if curve.straight else curve)
 
     @torch.no_grad()
     def frames(self, dashcam: Dashcam, face_size_m: tuple[float, float]) -> DriveFrames:
@@ -323,11 +347,17 @@ class Drive:
         s = self.start_m - self.speed_mps * t
         cam = torch.stack([torch.full_like(s, -self.lane_offset_m),
                            torch.full_like(s, dashcam.height_m - self.sign_height_m), s], dim=1)
-        cam = cam @ turn(self.sign_yaw_deg).T                           # the sign's coordinates
-        boxes, ahead = projected_boxes(dashcam.cameras(cam, yaw_deg=self.sign_yaw_deg),
+        curve = Curve(self.curve_radius_m, self.curve_straight_m)
+        heading = None if curve.straight else curve.heading_deg(s)
+        cam = curve.place(cam) @ turn(self.sign_yaw_deg).T              # on the road, then the sign's coordinates
+        boxes, ahead = projected_boxes(dashcam.cameras(cam, yaw_deg=self.sign_yaw_deg, heading_deg=heading),
                                        face_corners(face_size_m).double())
         w, h = dashcam.width_px, dashcam.height_px
         inside = ahead & (boxes[:, 2] > 0) & (boxes[:, 0] < w) & (boxes[:, 3] > 0) & (boxes[:, 1] < h) & (s > 0)
+        first = 0
+        if not curve.straight and bool(inside.any()) and not bool(inside[0]):    # round a bend: from the first sight
+            first = int(torch.nonzero(inside).flatten()[0])
+            inside[:first] = True
         if not bool(inside[0]):
             raise InputError(f"The sign is outside the dashcam's frame at the start of the drive (start_m="
                              f"{self.start_m:g}, lane_offset_m={self.lane_offset_m:g}, sign_height_m="
@@ -335,7 +365,8 @@ class Drive:
                              "widen the dashcam's field of view.")
         gone = torch.nonzero(~inside).flatten()
         last = int(gone[0]) if len(gone) else count
-        t, s, cam, boxes = t[:last].float(), s[:last].float(), cam[:last].float(), boxes[:last].float()
+        t, s, cam, boxes = t[first:last].float(), s[first:last].float(), cam[first:last].float(), boxes[first:last].float()
+        heading = None if heading is None else heading[first:last].float()
         rng = cam.norm(dim=1)
         azimuth = torch.rad2deg(torch.atan2(cam[:, 0], cam[:, 2]))
         elevation = torch.rad2deg(torch.asin(cam[:, 1] / rng))
@@ -346,7 +377,7 @@ class Drive:
         return DriveFrames(t, s, azimuth, elevation, cam, boxes, self._params(dashcam, s, rng, azimuth, elevation,
                                                                               face_size_m[0]), self.street_scene(),
                            headlights, weather, occluder, self.sign_yaw_deg,
-                           Glare() if self.light == "sun_ahead" else None)
+                           Glare() if self.light == "sun_ahead" else None, heading)
 
     def _params(self, dashcam: Dashcam, s: Tensor, rng: Tensor, azimuth: Tensor, elevation: Tensor,
                 width_m: float) -> SceneParams:
@@ -397,9 +428,13 @@ class DriveSet:
     weather: list[str] = field(default_factory=lambda: ["clear"])
     occlusion: list[str] = field(default_factory=lambda: ["none"])
     sign_yaw_deg: list[float] = field(default_factory=lambda: [0.0])
+    curve_radius_m: list[float] = field(default_factory=lambda: [0.0])
+    curve_straight_m: float = 30.0
 
     def __post_init__(self) -> None:
         key = "drive.drives."
+        for radius in self.curve_radius_m:
+            Curve(float(radius), self.curve_straight_m)
         check_values(key + "sign_yaw_deg", self.sign_yaw_deg, -60.0, 60.0,
                      why="degrees each sign is turned on its post, towards the road for a positive angle")
         _check_presets(key + "occlusion", self.occlusion, OCCLUSION)
@@ -423,8 +458,8 @@ class DriveSet:
 
     def drives(self) -> list[Drive]:
         out = []
-        for yaw, occlusion, weather in ((y, o, w) for y in self.sign_yaw_deg for o in self.occlusion
-                                        for w in self.weather):
+        for radius, yaw, occlusion, weather in ((c, y, o, w) for c in self.curve_radius_m for y in self.sign_yaw_deg
+                                                for o in self.occlusion for w in self.weather):
             for fx in self.effects:
                 for rep in range(self.backgrounds_per_drive):
                     for offset in self.lane_offsets_m:
@@ -438,12 +473,14 @@ class DriveSet:
                                     blur_sigma_px=self.blur_sigma_px, noise_std=self.noise_std,
                                     background_zoom=self.background_zoom,
                                     street=self.street_seed + i if self.world == "street" else None, weather=weather,
-                                    occlusion=occlusion, sign_yaw_deg=float(yaw)))
+                                    occlusion=occlusion, sign_yaw_deg=float(yaw), curve_radius_m=float(radius),
+                                    curve_straight_m=self.curve_straight_m))
         return out
 
     def __len__(self) -> int:
         return (len(self.speeds_kmh) * len(self.lighting) * len(self.lane_offsets_m) * len(self.effects)
-                * self.backgrounds_per_drive * len(self.weather) * len(self.occlusion) * len(self.sign_yaw_deg))
+                * self.backgrounds_per_drive * len(self.weather) * len(self.occlusion) * len(self.sign_yaw_deg)
+                * len(self.curve_radius_m))
 
 
 @torch.no_grad()
