@@ -26,7 +26,7 @@ from physattack.config import RunConfig
 from physattack.attack.signals import StopSignals
 from physattack.attack.checkpoint import LoopState, load_checkpoint, save_checkpoint
 from physattack.attack.errors import AttackError
-from physattack.attack.intermediate import Guide, IntermediateLevel, tap
+from physattack.attack.intermediate import FeatureLevel, Guide, tap
 from physattack.attack.mask_search import MaskSearch, search_sticker_mask
 from physattack.attack.detection_objectives import reads_sign, sign_labels, sign_probability
 from physattack.attack.objectives import DETECTOR_OBJECTIVES, DETECTOR_ONLY, OBJECTIVES, Objective, backward
@@ -113,7 +113,7 @@ class _Loop:
     generator: torch.Generator
     members: list[Member] | None = None
     sign_labels: tuple[int, ...] = ()      # the victim's labels of the scene's class (approach windows)
-    guide: Guide | None = None             # attack.ila: the init= run's patch, frozen
+    guide: Guide | None = None             # attack.features: what the feature-level term needs
 
 
 @dataclass(eq=False)
@@ -142,8 +142,9 @@ class EOTAttack:
             optimizer refines the patch's sticker colours (``physattack.attack.query``).
         queries: a query attack's budget, in images asked about.
         query: a query attack's settings (``physattack.attack.query.QuerySettings``, or its keys as a dict).
-        ila: the intermediate-level term (``physattack.attack.intermediate.IntermediateLevel``, or its keys as a
-            dict): refine the ``init=`` run's patch along the direction it moved the members' mid-layer features.
+        features: a feature-level transfer term on the members' mid-layer features (``ila``: refine the ``init=``
+            run's patch along the direction it moved them; ``fia``: feature importance), added to each member's
+            objective (``physattack.attack.intermediate.FeatureLevel``, or its keys as a dict).
     """
 
     objective: str = "targeted"
@@ -161,7 +162,7 @@ class EOTAttack:
     method: str = "gradient"
     queries: int = 50_000
     query: object = None
-    ila: object = None
+    features: object = None
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -194,10 +195,10 @@ class EOTAttack:
         if self.method == "query" and self.placement is not None:
             raise AttackError("attack.placement is a gradient attack's setting; a query attack (attack.method=query) "
                               "judges the patch as designed: set attack.placement=null.")
-        self.ila = IntermediateLevel.of(self.ila)
-        if self.ila.on and (self.method == "query" or self.placement is not None):
-            raise AttackError("attack.ila refines a patch through its victims' gradients, as designed: use it with "
-                              "attack.method=gradient and attack.placement=null, or set attack.ila.weight=0.")
+        self.features = FeatureLevel.of(self.features)
+        if self.features.on and (self.method == "query" or self.placement is not None):
+            raise AttackError("attack.features works through the victims' gradients on the patch as designed: use it "
+                              "with attack.method=gradient and attack.placement=null, or set attack.features.weight=0.")
         self._signals = StopSignals()
 
     needs_true_label = True     # the victim must know the scene's class (not so for reprogramming)
@@ -314,7 +315,11 @@ class EOTAttack:
         signs = ()
         if hasattr(setup.sampler, "windows"):
             signs = self.check_windows(setup.victim, setup.scene)
-        guide = Guide.of(self.ila, setup, members) if self.ila.on else None
+        guide = None
+        if self.features.on:
+            named = ({"victim": (setup.victim, label, sign_labels(setup.victim, setup.scene))} if members is None
+                     else {m.name: (m.victim, m.label, m.signs) for m in members})
+            guide = Guide.of(self.features, setup, named, run.seed, objective.targeted)
         return _Loop(setup, run, objective, label, setup.palette.to(setup.scene.texture.device), opt, sched, generator,
                      members, signs, guide)
 
@@ -457,7 +462,7 @@ class EOTAttack:
         activations are freed before the next member runs; the weighted sum of those image gradients
         is what the renderer's graph receives (``_descend``). Returns the weighted loss (a number, no
         graph), the images' gradient and the step's per-member record (success rates, losses, and
-        the weights when they are not the mean). ``refs``: the clean and guided views of ``attack.ila``."""
+        the weights when they are not the mean). ``refs``: the reference views of ``attack.features``."""
         ensemble: Ensemble = loop.setup.victim
         x = views.images.detach().requires_grad_()
         grads, losses, success = [], [], {}

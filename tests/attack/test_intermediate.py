@@ -1,5 +1,5 @@
-"""The intermediate-level term (attack.ila): its projection, its place in each member's loss, that it moves the
-features past the guide's, and its refusals."""
+"""The feature-level terms (attack.features): ILA's projection, its place in each member's loss, that it moves the
+features past the guide's; FIA's aggregate gradient and that it moves the features against it; the refusals."""
 
 from importlib import resources
 from pathlib import Path
@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from physattack.attack import AttackError, AttackSetup, EOTAttack
-from physattack.attack.intermediate import feature_module, projection, tapped
+from physattack.attack.intermediate import FeatureLevel
+from physattack.attack.intermediate import Guide, cut, feature_module, importance, projection, tapped
 from physattack.attack.loop import LoopState
 from physattack.config import RunConfig
 from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
@@ -35,9 +36,9 @@ def setup_for(parts, victim, placed=True):
                        pipeline=parts["pipeline"], sampler=parts["sampler"], palette=parts["palette"], placed=placed)
 
 
-def attack(weight, steps=4, **kw):
+def attack(weight, steps=4, term="ila", **kw):
     return EOTAttack(target="yield", steps=steps, batch_size=4, lr=0.2, checkpoint_every=0, mask_search_steps=0,
-                     ila={"weight": weight, "layers": LAYERS}, **kw)
+                     features={"method": term, "weight": weight, "layers": LAYERS, "masks": 2}, **kw)
 
 
 def first_step(parts, victim, weight):
@@ -100,11 +101,12 @@ def test_refusals_name_what_to_give(parts):
     with pytest.raises(AttackError, match="give init="):
         attack(1.0)._start(setup_for(parts, signnet, placed=False), RunConfig(seed=0, progress=False),
                            torch.Generator())
-    with pytest.raises(AttackError, match=r"attack.ila.layers.victim=nope is not a module of victim; give one of: .*features.3"):
-        EOTAttack(target="yield", ila={"weight": 1, "layers": {"victim": "nope"}})._start(
+    with pytest.raises(AttackError, match=r"attack.features.layers.victim=nope is not a module of victim; give one of: "
+                                          r".*features.3"):
+        EOTAttack(target="yield", features={"weight": 1, "layers": {"victim": "nope"}})._start(
             setup_for(parts, signnet), RunConfig(seed=0, progress=False), torch.Generator())
     ensemble = Ensemble([signnet, bundled("signnet_seed1")], names=["a", "c"])
-    with pytest.raises(AttackError, match=r"names no layer for c; add attack.ila.layers.c="):
+    with pytest.raises(AttackError, match=r"names no layer for c; add attack.features.layers.c="):
         attack(1.0)._start(setup_for(parts, ensemble), RunConfig(seed=0, progress=False), torch.Generator())
     diverse = Ensemble([signnet, bundled("signnet_seed1")], names=["a", "b"], diversity=0.5)
     with pytest.raises(AttackError, match="victim.diversity=0"):
@@ -112,6 +114,64 @@ def test_refusals_name_what_to_give(parts):
     with pytest.raises(AttackError, match="attack.method=gradient"):
         attack(1.0, method="query")
     with pytest.raises(AttackError, match="no key 'weigth'"):
-        EOTAttack(target="yield", ila={"weigth": 1})
-    with pytest.raises(AttackError, match="attack.ila.weight"):
-        EOTAttack(target="yield", ila={"weight": -1})
+        EOTAttack(target="yield", features={"weigth": 1})
+    with pytest.raises(AttackError, match="attack.features.weight"):
+        EOTAttack(target="yield", features={"weight": -1})
+    with pytest.raises(AttackError, match="attack.features.method must be ila or fia, not 'nia'"):
+        EOTAttack(target="yield", features={"method": "nia"})
+    with pytest.raises(AttackError, match="attack.features.drop"):
+        EOTAttack(target="yield", features={"method": "fia", "drop": 1.0})
+    attack(1.0, term="fia")._start(setup_for(parts, signnet, placed=False), RunConfig(seed=0, progress=False),
+                                     torch.Generator())                  # fia needs no init= run
+
+
+def test_fias_aggregate_gradient_is_the_sum_over_masked_copies_and_the_term_is_its_normalized_product():
+    """Δ is the gradient of (stop's logit - yield's) with respect to the features, summed over the masked copies
+    (checked against autograd on each copy, the masks drawn again from the same seed); the term is <Δ/|Δ|, f>/|f0|."""
+    signnet = bundled("signnet")
+    module = feature_module(signnet, "victim", LAYERS)
+    torch.manual_seed(1)
+    clean = torch.rand(3, 3, 64, 64)
+    stop, target = signnet.label_index("stop"), signnet.label_index("yield")
+    guide = Guide(FeatureLevel(method="fia", weight=1.0, layers=LAYERS, masks=3, drop=0.3), None, {}, seed=4)
+    delta = guide.aggregate_gradient(module, signnet, clean, target, (stop,))
+    again = torch.Generator().manual_seed(4 + 7_919)
+    expected = 0
+    for _ in range(3):
+        keep = (torch.rand(3, 1, 64, 64, generator=again) >= 0.3).float()
+        with torch.enable_grad(), cut(module) as leaves:
+            logits = signnet(clean * keep)
+            expected = expected + torch.autograd.grad((logits[:, stop] - logits[:, target]).sum(), leaves[0])[0]
+    assert delta.abs().sum() > 0 and torch.allclose(delta, expected, atol=1e-5)
+    with torch.no_grad(), tapped(module) as seen:
+        signnet(clean)
+    f = seen[0]
+    w = delta.flatten(1) / delta.flatten(1).norm(dim=1, keepdim=True)
+    assert torch.allclose(importance(f, delta, f), (f.flatten(1) * w).sum(1) / f.flatten(1).norm(dim=1), atol=1e-6)
+
+
+def test_fia_moves_the_features_against_their_importance_for_the_sign(parts, tmp_path):
+    """Optimized with FIA, the patch lowers <Δ/|Δ|, f> (Δ of the clean views) below what the same steps reach
+    without it."""
+    signnet = bundled("signnet")
+    draw = parts["sampler"].sample(8, torch.Generator().manual_seed(123))
+    module = feature_module(signnet, "victim", LAYERS)
+    clean_views = parts["pipeline"](parts["scene"], parts["scene"].texture, draw).images
+    stop, target = signnet.label_index("stop"), signnet.label_index("yield")
+    delta = Guide(FeatureLevel(method="fia", weight=1.0, layers=LAYERS, masks=4), None, {}).aggregate_gradient(
+        module, signnet, clean_views, target, (stop,))
+
+    def score(texture):
+        with torch.no_grad(), tapped(module) as seen:
+            signnet(parts["pipeline"](parts["scene"], texture, draw).images)
+        return float(importance(seen[0], delta, torch.ones(1, 1)).mean())          # <Δ/|Δ|, f>
+
+    reached = {}
+    for weight in (0.0, 20.0):
+        setup = setup_for(parts, signnet, placed=False)
+        result = attack(weight, steps=6, term="fia").run(setup, RunConfig(seed=0, progress=False),
+                                                           tmp_path / str(weight))
+        setup.patch.load_state_dict(result.best_state)
+        with torch.no_grad():
+            reached[weight] = score(setup.patch.apply(parts["scene"].texture))
+    assert reached[20.0] < reached[0.0], reached
