@@ -156,6 +156,9 @@ class Guide:
             raise AttackError(f"{key}.method=ila refines a finished patch along the direction it moved the features; "
                               f"give init=<a finished run>, or use {key}.method=fia, or set {key}.weight=0.")
         for name, (victim, _, _) in named.items():
+            if getattr(victim, "is_detector", False):
+                raise AttackError(f"{key} works on a classifier's features and logits; {name} is a detector, so set "
+                                  f"{key}.weight=0 (or attack a classifier).")
             feature_module(victim, name, settings.layers)
         if getattr(setup.victim, "members", None) is not None and (setup.victim.diversity > 0
                                                                    or setup.victim.erosion > 0):

@@ -16,7 +16,7 @@ from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
 from physattack.patch import sticker_for_scene
 from physattack.printing import load_palette
 from physattack.render import Renderer
-from physattack.victims import Ensemble, load_signnet
+from physattack.victims import Ensemble, load_detnet, load_signnet
 
 LAYERS = {"victim": "features.3", "a": "features.3", "b": "features.3"}
 
@@ -121,6 +121,10 @@ def test_refusals_name_what_to_give(parts):
         EOTAttack(target="yield", features={"method": "nia"})
     with pytest.raises(AttackError, match="attack.features.drop"):
         EOTAttack(target="yield", features={"method": "fia", "drop": 1.0})
+    detector = load_detnet()
+    with pytest.raises(AttackError, match="victim is a detector"):
+        EOTAttack(objective="hide", target=None, features={"weight": 1, "layers": {"victim": "backbone"}})._start(
+            setup_for(parts, detector), RunConfig(seed=0, progress=False), torch.Generator())
     attack(1.0, term="fia")._start(setup_for(parts, signnet, placed=False), RunConfig(seed=0, progress=False),
                                      torch.Generator())                  # fia needs no init= run
 
