@@ -37,13 +37,14 @@ NIGHT_BACKDROP = 0.05      # a background image's share of its daylight brightne
 
 
 def roll_off(images: Tensor, knee: float) -> Tensor:
-    """``images`` (B×3×h×w, linear, any brightness) through an HDR camera's highlight roll-off: the luminance
-    (Rec. 709) kept below ``knee`` and compressed above it as ``knee + (1 − knee)·(1 − exp(−(L − knee)/(1 − knee)))``
-    (continuous in value and slope, white only in the limit), every channel scaled by the luminance's factor, then
-    clipped to [0, 1] (a channel alone may still clip: a red face stays red, and bright)."""
-    luma = (images * images.new_tensor(REC709_LUMA).view(1, 3, 1, 1)).sum(1, keepdim=True)
-    soft = knee + (1 - knee) * (1 - torch.exp(-(luma - knee).clamp_min(0) / (1 - knee)))
-    scale = torch.where(luma > knee, soft / luma.clamp_min(1e-6), torch.ones_like(luma))
+    """``images`` (B×3×h×w, linear, any brightness) through an HDR camera's highlight roll-off: each pixel's brightest
+    channel kept below ``knee`` and compressed above it as ``knee + (1 − knee)·(1 − exp(−(m − knee)/(1 − knee)))``
+    (continuous in value and slope, white only in the limit), every channel scaled by that factor. No channel clips,
+    so the hue is kept: a headlit red face stays red. (Scaling by the luminance instead lets the red channel clip
+    while a white-balanced blue one does not, which turned a headlit face magenta under street lamps.)"""
+    peak = images.amax(1, keepdim=True)
+    soft = knee + (1 - knee) * (1 - torch.exp(-(peak - knee).clamp_min(0) / (1 - knee)))
+    scale = torch.where(peak > knee, soft / peak.clamp_min(1e-6), torch.ones_like(peak))
     return (images * scale).clamp(0, 1)
 
 

@@ -88,7 +88,11 @@ def test_an_hdr_roll_off_keeps_a_bright_red_face_red_where_clipping_turns_it_whi
     assert torch.equal(roll_off(dim, 0.8), dim)                                     # below the knee: untouched
     red = torch.tensor([7.2, 0.96, 0.8]).view(1, 3, 1, 1)                           # headlit red sheeting at gain 8
     kept, clipped = roll_off(red, 0.8)[0, :, 0, 0], red.clamp(0, 1)[0, :, 0, 0]
-    assert float(kept[0]) == 1.0 and float(kept[1]) < 0.5 and float(clipped[1]) > 0.9       # red, not white
+    assert float(kept[0]) > 0.99 and float(kept[1]) < 0.5 and float(clipped[1]) > 0.9       # red, not white
+    assert torch.allclose(kept / kept[0], red[0, :, 0, 0] / 7.2)                           # the hue kept exactly
+    balanced = torch.tensor([16.0, 2.5, 6.0]).view(1, 3, 1, 1)      # the same, white-balanced for 4000-K lamps
+    out = roll_off(balanced, 0.8)[0, :, 0, 0]
+    assert float(out[0]) > 2.5 * float(out[2])                                      # still red, not magenta
     ramp = roll_off(torch.linspace(0, 3, 50).view(1, 1, 1, 50).expand(1, 3, 1, 50).contiguous(), 0.8)[0, 0, 0]
     assert bool((ramp[1:] >= ramp[:-1]).all()) and float(ramp[-1]) < 1.0            # monotone, white only in the limit
     with pytest.raises(InputError, match="dashcam.highlights must be clip or rolloff"):
