@@ -27,7 +27,7 @@ was *not* fitted to would still stop, and an ensemble's members are judged one b
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
@@ -98,6 +98,25 @@ class StackSettings:
                         why="the sign's width as a share of the classifier's crop")
         if self.crop_px is not None:
             check_range("drive.stack.crop_px", self.crop_px, 8, integer=True, why="the crops' side in pixels")
+
+
+def covering_bends(settings: StackSettings, drives: list, dashcam: Dashcam, size_m) -> StackSettings:
+    """``settings`` with ``lateral_m`` widened so that the search regions hold the sign in every frame of the bends
+    among ``drives`` (``Drive.curve_radius_m``): a region of interest made for a straight road never looks where a
+    sign round a left bend first shows (left of ahead), and the clean car would miss it for that reason alone. The
+    lateral offset a frame needs is the sign's side of ahead times its distance over the focal length, the
+    straight road's projection read backwards. Straight drives leave ``settings`` as they are."""
+    lo, hi = settings.lateral_m
+    bends = [d for d in drives if getattr(d, "curve_radius_m", 0.0)]
+    for drive in bends:
+        frames = drive.frames(dashcam, size_m)
+        boxes, depth = frames.face_boxes, frames.distance_m
+        for x in (boxes[:, 0], boxes[:, 2]):
+            lateral = (x - dashcam.width_px / 2) * depth / dashcam.focal_px
+            lo, hi = min(lo, float(lateral.min())), max(hi, float(lateral.max()))
+    if not bends:
+        return settings
+    return replace(settings, lateral_m=(math.floor(lo), math.ceil(hi)))
 
 
 @dataclass(frozen=True)

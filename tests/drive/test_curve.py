@@ -108,3 +108,30 @@ def test_the_drive_set_judges_each_bend_as_a_condition_and_a_blind_bend_starts_a
     assert x1 > 0 and x0 < CAM.width_px
     with pytest.raises(InputError, match="drive.drives.curve_radius_m"):
         DriveSet(curve_radius_m=[20.0])
+
+
+def test_the_stacks_search_regions_cover_the_sign_round_every_bend_of_the_drives():
+    """A straight road's region of interest misses a sign round a left bend (it shows left of ahead); widened by
+    ``covering_bends``, every scale's region holds the sign in each frame at that scale's distances."""
+    from physattack.drive.stacks import StackSettings, TiledDetector, covering_bends
+    from physattack.victims import load_detnet
+
+    cam, size = Dashcam(), (0.75, 0.75)
+    drives = DriveSet(curve_radius_m=[-60.0, 60.0], lighting=["noon"], speeds_kmh=[70.0]).drives()
+    straight = StackSettings()
+    assert covering_bends(straight, DriveSet(lighting=["noon"]).drives(), cam, size) is straight
+    settings = covering_bends(straight, drives, cam, size)
+    assert settings.lateral_m[0] < 0 < straight.lateral_m[0]
+    detnet = load_detnet()
+    missed = {}
+    for name, s in (("straight", straight), ("covering", settings)):
+        tiled = TiledDetector(detnet, cam, size, s)
+        missed[name] = 0
+        for drive in drives:
+            frames = drive.frames(cam, size)
+            for scale, (x0, y0, x1, y1) in zip(tiled.scales, tiled.regions):
+                near, far = scale.distance_m
+                at = (frames.distance_m >= near) & (frames.distance_m <= far)
+                b = frames.face_boxes[at]
+                missed[name] += int(((b[:, 0] < x0) | (b[:, 2] > x1) | (b[:, 1] < y0) | (b[:, 3] > y1)).sum())
+    assert missed["straight"] > 0 and missed["covering"] == 0, missed
