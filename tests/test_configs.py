@@ -17,8 +17,13 @@ OPTIONS = sorted((p.parent.name, p.stem) for p in CONF.glob("*/*.yaml") if p.par
 EXPERIMENTS = sorted(p.stem for p in CONF.glob("experiment/*.yaml"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def hydra_ctx():
+    """Hydra's global state for one test: per test, since the front door's own composition (``door_compose``, used
+    by tests here too) clears it, and a worker may run those between any two tests of this module."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
     with initialize_config_module(config_module="physattack.conf", version_base="1.3"):
         yield
 

@@ -236,7 +236,8 @@ def drive_metrics(outcomes: list[DriveOutcome]) -> dict:
            "by_speed": {f"{s:g}": block([o for o in outcomes if o.drive.speed_kmh == s]) for s in speeds},
            "by_lighting": {li: block([o for o in outcomes if o.drive.light == li]) for li in lights}}
     for key, attr, default in (("by_weather", "weather", "clear"), ("by_occlusion", "occlusion", "none"),
-                               ("by_sign_yaw", "sign_yaw_deg", 0.0), ("by_curve", "curve_radius_m", 0.0)):
+                               ("by_sign_yaw", "sign_yaw_deg", 0.0), ("by_curve", "curve_radius_m", 0.0),
+                               ("by_grade", "grade_pct", 0.0)):
         values = list(dict.fromkeys(getattr(o.drive, attr, default) for o in outcomes))
         if values != [default]:
             out[key] = {f"{v:g}" if isinstance(v, float) else v:

@@ -107,7 +107,8 @@ class DriveRenderer:
         keys = [(street, int(p.background_index[i]), float(p.bg_scale[i]), float(p.ambient[i]), float(p.diffuse[i]),
                  float(p.light_azimuth_deg[i]), float(p.light_elevation_deg[i]), float(p.color_temp_k[i]),
                  frames.headlights is not None, getattr(frames.weather, "name", None), frames.yaw_deg,
-                 *frames.camera_m[i].tolist(), None if frames.heading_deg is None else float(frames.heading_deg[i]))
+                 *frames.camera_m[i].tolist(),
+                 *(None if v is None else float(v[i]) for v in (frames.heading_deg, frames.slope_deg)))
                 for i in range(len(frames))]
         todo = sorted({i for i, k in enumerate(keys) if k not in self._gains})
         if todo:                                   # a frame is metered once, whatever regions of it are drawn
@@ -123,6 +124,21 @@ class DriveRenderer:
                 self._gains.clear()
             self._gains.update(zip((keys[i] for i in todo), torch.cat([gain[:, None], balance], 1).tolist()))
         return torch.tensor([self._gains[k] for k in keys])
+
+    def _behind_crest(self, frames: DriveFrames, region: Region) -> Tensor:
+        """B×1×h×w: the pixels of ``region`` below the crest's line in each frame whose car has not reached the crest
+        (``DriveFrames.crest``): the road before the crest is all a camera sees there."""
+        z, y = frames.crest
+        x0, y0, x1, y1 = region
+        uv, _ = frames.road_cameras(self.dashcam).project(torch.tensor([[-10.0, y, z], [10.0, y, z]]))
+        a, b = uv[:, 0].double(), uv[:, 1].double()                              # B×2 each: the crest's line
+        us = torch.arange(x0, x1, dtype=torch.float64) + 0.5
+        vs = torch.arange(y0, y1, dtype=torch.float64) + 0.5
+        slope = (b[:, 1] - a[:, 1]) / (b[:, 0] - a[:, 0]).clamp_min(1e-9)
+        line = a[:, 1, None] + (us[None] - a[:, 0, None]) * slope[:, None]          # B×w: the line's row per column
+        below = vs[None, :, None] > line[:, None, :]
+        before = (frames.distance_m > z)[:, None, None]
+        return (below & before)[:, None]
 
     def _backdrop(self, frames: DriveFrames, start: int, stop: int, region: Region, params: SceneParams,
                   device) -> Tensor:
@@ -146,7 +162,8 @@ class DriveRenderer:
         if len(frames) == 0:
             return None
         foot = -float(verts[:, 1].min())                       # the scene's post ends this far below the face centre
-        height = self.dashcam.height_m - float(frames.camera_m[0, 1])
+        height = (frames.sign_height_m if frames.sign_height_m is not None
+                  else self.dashcam.height_m - float(frames.camera_m[0, 1]))
         if height < foot - 1e-3:
             raise InputError(f"drive.drives.sign_height_m={height:g} puts the scene's {foot:g}-m post below the road; "
                              f"use a height of at least {foot:g} m (a higher one gets a longer post).")
@@ -205,6 +222,7 @@ class DriveRenderer:
             rows = range(start, min(start + batch, len(frames)))
             params = frames.params[start:rows.stop]
             out = self._backdrop(frames, start, rows.stop, region, params, texture.device)
+            clear = out.clone() if frames.crest is not None else None     # what the road before a crest shows
             if post is not None:                                   # the post down to the road, behind the sign
                 out = post.cover(out, frames[start:rows.stop].cameras(self.dashcam), region, params, frames.weather)
             for j, i in enumerate(rows):
@@ -216,8 +234,10 @@ class DriveRenderer:
                        min(cam_w, math.ceil(wx1) + m), min(cam_h, math.ceil(wy1) + m))
                 if win[2] <= win[0] or win[3] <= win[1]:
                     continue
-                heading = None if frames.heading_deg is None else frames.heading_deg[i:i + 1].to(texture.device)
-                cam = self.dashcam.cameras(frames.camera_m[i:i + 1].to(texture.device), win, frames.yaw_deg, heading)
+                heading, slope = (None if v is None else v[i:i + 1].to(texture.device)
+                                  for v in (frames.heading_deg, frames.slope_deg))
+                cam = self.dashcam.cameras(frames.camera_m[i:i + 1].to(texture.device), win, frames.yaw_deg, heading,
+                                           slope)
                 views = self.renderer.render(scene, texture, cam, frames.params[i].to(texture.device).lights())
                 if frames.occlusion is not None and frames.occlusion.shadow is not None:
                     unlit = self.renderer.render(scene, texture, cam,
@@ -243,6 +263,8 @@ class DriveRenderer:
             if frames.occlusion is not None and frames.occlusion.polygons:
                 out = frames.occlusion.cover(out, frames[start:rows.stop].road_cameras(self.dashcam), region,
                                              params, frames.weather, frames.yaw_deg)
+            if clear is not None:                       # everything beyond a crest, below the sight line over it
+                out = torch.where(self._behind_crest(frames[start:rows.stop], region).to(out.device), clear, out)
             if frames.glare is not None:
                 out = out + frames.glare.veil(frames[start:rows.stop].cameras(self.dashcam), region, params).to(out)
             if frames.weather is not None:

@@ -63,6 +63,8 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
         lines.append(row(f"sign turned {yaw}°", m))
     for radius, m in metrics.get("by_curve", {}).items():
         lines.append(row(f"road {bend(float(radius))}", m))
+    for grade, m in metrics.get("by_grade", {}).items():
+        lines.append(row(f"road {slope(float(grade))}", m))
     lines += ["", "## Every drive", "",
               "| # | speed km/h | light | effects | lane offset m | background | braking m | clean: recognised at m | "
               "attacked: recognised at m |", "|---|---|---|---|---|---|---|---|---|"]
@@ -76,10 +78,11 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
             where = f" ({at:.1f})" if at is not None else " (never)"
             cells.append(("stops" if o.stops(name) else "**runs**") + where)
         d = o.drive
-        yaw, radius = getattr(d, "sign_yaw_deg", 0.0), getattr(d, "curve_radius_m", 0.0)
+        yaw, radius, grade = (getattr(d, k, 0.0) for k in ("sign_yaw_deg", "curve_radius_m", "grade_pct"))
         light = ", ".join([d.light] + [v for v, default in ((getattr(d, "weather", "clear"), "clear"),
                                                              (getattr(d, "occlusion", "none"), "none")) if v != default]
-                          + ([f"sign turned {yaw:g}°"] if yaw else []) + ([bend(radius)] if radius else []))
+                          + ([f"sign turned {yaw:g}°"] if yaw else []) + ([bend(radius)] if radius else [])
+                          + ([slope(grade)] if grade else []))
         lines.append(f"| {o.index} | {d.speed_kmh:g} | {light} | {d.effects} | {d.lane_offset_m:g} | "
                      f"{d.background} | {o.braking_m:.1f} | {cells[0]} | {cells[1]} |")
     lines += ["", "Drives not drawn are judged until the frame past their braking point (their verdict is known "
@@ -100,6 +103,13 @@ def bend(radius_m: float) -> str:
     if not radius_m:
         return "straight"
     return f"bends {'right' if radius_m > 0 else 'left'} (radius {abs(radius_m):g} m)"
+
+
+def slope(grade_pct: float) -> str:
+    """How a drive's road climbs or falls to the sign, in words."""
+    if not grade_pct:
+        return "level"
+    return f"climbs {grade_pct:g} % to a crest" if grade_pct > 0 else f"falls {-grade_pct:g} % to a sag"
 
 
 def panel_markdown(table: dict, attacked: bool) -> list[str]:

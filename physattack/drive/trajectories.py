@@ -130,11 +130,11 @@ class Dashcam:
                        height_px=max(16, round(self.height_px * factor)))
 
     def cameras(self, positions_m: Tensor, window: Region | None = None, yaw_deg: float = 0.0,
-                heading_deg: Tensor | None = None) -> Cameras:
+                heading_deg: Tensor | None = None, slope_deg: Tensor | None = None) -> Cameras:
         """Cameras at ``positions_m`` (T×3, the sign's coordinates) looking down the road (-z of the road, which is
         the sign's when the sign is not turned on its post; ``yaw_deg``: see ``turn``), or where the car heads on a
-        bend (``heading_deg``, T, in the road's coordinates: ``physattack.drive.curve``), seeing the full frame or
-        its ``window`` (x0, y0, x1, y1 in pixels)."""
+        bend (``heading_deg``, T, in the road's coordinates: ``physattack.drive.curve``) and pitched with its grade
+        (``slope_deg``, T), seeing the full frame or its ``window`` (x0, y0, x1, y1 in pixels)."""
         t = positions_m.shape[0]
         dt, dev = positions_m.dtype, positions_m.device
         p = math.radians(self.pitch_deg)
@@ -143,8 +143,13 @@ class Dashcam:
         down = torch.linalg.cross(forward, right)
         R = torch.stack([right, down, forward]) @ turn(-yaw_deg).to(dt).to(dev)
         R = R.expand(t, 3, 3).contiguous()
-        if heading_deg is not None:                    # the car turned on the road, then the road into the sign's
-            R = torch.stack([right, down, forward]) @ turns(-heading_deg.to(dt).to(dev)) @ turn(-yaw_deg).to(dt).to(dev)
+        if heading_deg is not None or slope_deg is not None:   # the car turned and pitched on the road, then the
+            zero = torch.zeros(t, dtype=dt, device=dev)        # road into the sign's coordinates
+            pitch = p + (zero if slope_deg is None else torch.deg2rad(slope_deg.to(dt).to(dev)))
+            forward = torch.stack([zero, torch.sin(pitch), -torch.cos(pitch)], -1)
+            base = torch.stack([right.expand(t, 3), torch.linalg.cross(forward, right.expand(t, 3)), forward], 1)
+            heading = zero if heading_deg is None else heading_deg.to(dt).to(dev)
+            R = base @ turns(-heading) @ turn(-yaw_deg).to(dt).to(dev)
         T = -(R @ positions_m.unsqueeze(-1)).squeeze(-1)
         x0, y0, x1, y1 = window if window is not None else (0, 0, self.width_px, self.height_px)
         principal = torch.tensor([self.width_px / 2 - x0, self.height_px / 2 - y0], dtype=dt, device=dev)
@@ -203,7 +208,10 @@ class DriveFrames:
         occlusion: what hides part of the sign, or a shadow on it (``physattack.drive.occlusion.Occluder``), or None.
         yaw_deg: the sign turned on its post (``turn``); the street and occluders stand in the road's coordinates.
         glare: the veil around a low sun ahead (``physattack.drive.glare.Glare``), or None.
-        heading_deg: T, the car's heading on a bend (``physattack.drive.curve``), or None: straight down the road.
+        heading_deg, slope_deg: T, the car's heading on a bend and its pitch on a grade (``physattack.drive.curve``),
+            or None: straight down a level road.
+        crest: the crest's (z, y) in the road's coordinates, or None: what lies beyond it below the line of sight
+            over it is hidden while the car is before it (z: its distance from the sign).
     """
 
     time_s: Tensor
@@ -220,6 +228,9 @@ class DriveFrames:
     yaw_deg: float = 0.0
     glare: object = None
     heading_deg: Tensor | None = None
+    slope_deg: Tensor | None = None
+    crest: tuple[float, float] | None = None
+    sign_height_m: float | None = None          # the face centre above the level road by the sign
 
     def __len__(self) -> int:
         return self.time_s.shape[0]
@@ -230,16 +241,17 @@ class DriveFrames:
         return DriveFrames(self.time_s[index], self.distance_m[index], self.azimuth_deg[index],
                            self.elevation_deg[index], self.camera_m[index], self.face_boxes[index], self.params[index],
                            self.street, self.headlights, self.weather, self.occlusion, self.yaw_deg, self.glare,
-                           None if self.heading_deg is None else self.heading_deg[index])
+                           *(None if v is None else v[index] for v in (self.heading_deg, self.slope_deg)), self.crest,
+                           self.sign_height_m)
 
     def cameras(self, dashcam: Dashcam, window: Region | None = None) -> Cameras:
         """The frames' cameras in the sign's coordinates (what the sign is rendered and projected through)."""
-        return dashcam.cameras(self.camera_m, window, self.yaw_deg, self.heading_deg)
+        return dashcam.cameras(self.camera_m, window, self.yaw_deg, self.heading_deg, self.slope_deg)
 
     def road_cameras(self, dashcam: Dashcam) -> Cameras:
         """The same cameras in the road's coordinates (what the street and occluders are drawn through)."""
         road = self.camera_m.double() @ turn(self.yaw_deg).to(self.camera_m.device)     # turn(-yaw) @ p, row-wise
-        return dashcam.cameras(road.to(self.camera_m.dtype), heading_deg=self.heading_deg)
+        return dashcam.cameras(road.to(self.camera_m.dtype), heading_deg=self.heading_deg, slope_deg=self.slope_deg)
 
 
 @dataclass(frozen=True)
@@ -268,6 +280,7 @@ class Drive:
         curve_radius_m, curve_straight_m: a bend of the road before the sign (``physattack.drive.curve.Curve``: > 0
             to the right, < 0 to the left, 0 straight) ending ``curve_straight_m`` before it; the drive's first frame
             is then the first one whose frame holds the sign.
+        grade_pct: the same stretch's grade (> 0 climbing to a crest before the sign, < 0 falling to it).
     """
 
     speed_kmh: float = 50.0
@@ -288,10 +301,11 @@ class Drive:
     sign_yaw_deg: float = 0.0
     curve_radius_m: float = 0.0
     curve_straight_m: float = 30.0
+    grade_pct: float = 0.0
 
     def __post_init__(self) -> None:
         key = "drive."
-        Curve(self.curve_radius_m, self.curve_straight_m)
+        Curve(self.curve_radius_m, self.curve_straight_m, self.grade_pct)
         check_range(key + "sign_yaw_deg", self.sign_yaw_deg, -60.0, 60.0,
                     why="degrees the sign is turned on its post, towards the road for a positive angle")
         _check_presets(key + "weather", [self.weather], WEATHER)
@@ -326,6 +340,8 @@ class Drive:
             out["sign_yaw_deg"] = self.sign_yaw_deg
         if self.curve_radius_m:
             out["curve_radius_m"] = self.curve_radius_m
+        if self.grade_pct:
+            out["grade_pct"] = self.grade_pct
         return out
 
     def street_scene(self):
@@ -334,7 +350,7 @@ class Drive:
             return None
         from physattack.drive.street import Street
 
-        curve = Curve(self.curve_radius_m, self.curve_straight_m)
+        curve = Curve(self.curve_radius_m, self.curve_straight_m, self.grade_pct)
         return Street(self.street, self.lane_offset_m, self.sign_height_m, curve=None if curve.straight else curve)
 
     @torch.no_grad()
@@ -347,11 +363,12 @@ class Drive:
         s = self.start_m - self.speed_mps * t
         cam = torch.stack([torch.full_like(s, -self.lane_offset_m),
                            torch.full_like(s, dashcam.height_m - self.sign_height_m), s], dim=1)
-        curve = Curve(self.curve_radius_m, self.curve_straight_m)
+        curve = Curve(self.curve_radius_m, self.curve_straight_m, self.grade_pct)
         heading = None if curve.straight else curve.heading_deg(s)
+        slope = None if curve.straight else curve.slope_deg(s)
         cam = curve.place(cam) @ turn(self.sign_yaw_deg).T              # on the road, then the sign's coordinates
-        boxes, ahead = projected_boxes(dashcam.cameras(cam, yaw_deg=self.sign_yaw_deg, heading_deg=heading),
-                                       face_corners(face_size_m).double())
+        boxes, ahead = projected_boxes(dashcam.cameras(cam, yaw_deg=self.sign_yaw_deg, heading_deg=heading,
+                                                       slope_deg=slope), face_corners(face_size_m).double())
         w, h = dashcam.width_px, dashcam.height_px
         inside = ahead & (boxes[:, 2] > 0) & (boxes[:, 0] < w) & (boxes[:, 3] > 0) & (boxes[:, 1] < h) & (s > 0)
         first = 0
@@ -367,6 +384,7 @@ class Drive:
         last = int(gone[0]) if len(gone) else count
         t, s, cam, boxes = t[first:last].float(), s[first:last].float(), cam[first:last].float(), boxes[first:last].float()
         heading = None if heading is None else heading[first:last].float()
+        slope = None if slope is None else slope[first:last].float()
         rng = cam.norm(dim=1)
         azimuth = torch.rad2deg(torch.atan2(cam[:, 0], cam[:, 2]))
         elevation = torch.rad2deg(torch.asin(cam[:, 1] / rng))
@@ -377,7 +395,8 @@ class Drive:
         return DriveFrames(t, s, azimuth, elevation, cam, boxes, self._params(dashcam, s, rng, azimuth, elevation,
                                                                               face_size_m[0]), self.street_scene(),
                            headlights, weather, occluder, self.sign_yaw_deg,
-                           Glare() if self.light == "sun_ahead" else None, heading)
+                           Glare() if self.light == "sun_ahead" else None, heading, slope,
+                           (self.curve_straight_m, -self.sign_height_m) if curve.crest else None, self.sign_height_m)
 
     def _params(self, dashcam: Dashcam, s: Tensor, rng: Tensor, azimuth: Tensor, elevation: Tensor,
                 width_m: float) -> SceneParams:
@@ -430,11 +449,13 @@ class DriveSet:
     sign_yaw_deg: list[float] = field(default_factory=lambda: [0.0])
     curve_radius_m: list[float] = field(default_factory=lambda: [0.0])
     curve_straight_m: float = 30.0
+    grade_pct: list[float] = field(default_factory=lambda: [0.0])
 
     def __post_init__(self) -> None:
         key = "drive.drives."
         for radius in self.curve_radius_m:
-            Curve(float(radius), self.curve_straight_m)
+            for grade in self.grade_pct:
+                Curve(float(radius), self.curve_straight_m, float(grade))
         check_values(key + "sign_yaw_deg", self.sign_yaw_deg, -60.0, 60.0,
                      why="degrees each sign is turned on its post, towards the road for a positive angle")
         _check_presets(key + "occlusion", self.occlusion, OCCLUSION)
@@ -458,8 +479,9 @@ class DriveSet:
 
     def drives(self) -> list[Drive]:
         out = []
-        for radius, yaw, occlusion, weather in ((c, y, o, w) for c in self.curve_radius_m for y in self.sign_yaw_deg
-                                                for o in self.occlusion for w in self.weather):
+        for grade, radius, yaw, occlusion, weather in ((g, c, y, o, w) for g in self.grade_pct
+                                                       for c in self.curve_radius_m for y in self.sign_yaw_deg
+                                                       for o in self.occlusion for w in self.weather):
             for fx in self.effects:
                 for rep in range(self.backgrounds_per_drive):
                     for offset in self.lane_offsets_m:
@@ -474,13 +496,13 @@ class DriveSet:
                                     background_zoom=self.background_zoom,
                                     street=self.street_seed + i if self.world == "street" else None, weather=weather,
                                     occlusion=occlusion, sign_yaw_deg=float(yaw), curve_radius_m=float(radius),
-                                    curve_straight_m=self.curve_straight_m))
+                                    curve_straight_m=self.curve_straight_m, grade_pct=float(grade)))
         return out
 
     def __len__(self) -> int:
         return (len(self.speeds_kmh) * len(self.lighting) * len(self.lane_offsets_m) * len(self.effects)
                 * self.backgrounds_per_drive * len(self.weather) * len(self.occlusion) * len(self.sign_yaw_deg)
-                * len(self.curve_radius_m))
+                * len(self.curve_radius_m) * len(self.grade_pct))
 
 
 @torch.no_grad()

@@ -135,3 +135,47 @@ def test_the_stacks_search_regions_cover_the_sign_round_every_bend_of_the_drives
                 b = frames.face_boxes[at]
                 missed[name] += int(((b[:, 0] < x0) | (b[:, 2] > x1) | (b[:, 1] < y0) | (b[:, 3] > y1)).sum())
     assert missed["straight"] > 0 and missed["covering"] == 0, missed
+
+
+@pytest.mark.parametrize("grade", [8.0, -8.0])
+def test_on_a_grade_the_road_tilts_and_the_car_pitches_with_it(grade):
+    curve = Curve(0.0, 30.0, grade)
+    pts = np.array([[-3.5, -2.1, 20.0], [-3.5, -2.1, 80.0]])
+    assert np.allclose(curve.place(pts), [[-3.5, -2.1, 20.0], [-3.5, -2.1 - grade / 100 * 50.0, 80.0]])
+    frames = Drive(speed_kmh=36.0, lane_offset_m=3.5, start_m=70.0, fps=2.0, grade_pct=grade).frames(CAM, (0.75, 0.75))
+    f = frames[0]
+    assert float(f.slope_deg[0]) == pytest.approx(math.degrees(math.atan(grade / 100)))
+    s = float(f.distance_m[0])
+    eye = curve.place(torch.tensor([[-3.5, CAM.height_m - 2.1, s - 2.0]], dtype=torch.float64))
+    uv, _ = f.cameras(CAM).project(eye.float())
+    assert abs(float(uv[0, 0, 1]) - CAM.height_px / 2) < 1.0              # 2 m up the lane at eye height: dead ahead
+    level = frames[int((frames.distance_m - 20.0).abs().argmin())]         # on the level stretch: not pitched
+    assert float(level.slope_deg[0]) == 0.0
+
+
+def test_a_crest_hides_the_sign_until_the_car_sees_over_it_and_a_sag_hides_nothing(stop_scene):
+    size = tuple(stop_scene.texture_size_m)
+    renderer = DriveRenderer(Renderer(), BackgroundBank(2, seed=1000), CAM)
+
+    def red_at(grade, at_m):
+        frames = Drive(speed_kmh=36.0, lane_offset_m=3.5, start_m=80.0, fps=2.0, grade_pct=grade, noise_std=0.0,
+                       blur_sigma_px=0.0).frames(CAM, size)
+        f = frames[int((frames.distance_m - at_m).abs().argmin())]
+        x0, y0, x1, y1 = (int(v) for v in f.face_boxes[0])
+        image = renderer.render(stop_scene, stop_scene.texture, f, region=(x0 - 2, y0 - 2, x1 + 3, y1 + 3),
+                                effects=False).images[0]
+        return float((image[0] - image[1]).amax()), f
+
+    hidden, far = red_at(12.0, 75.0)
+    seen, near = red_at(12.0, 45.0)
+    assert hidden < 0.15 and seen > 0.4                                     # the red face: behind the crest, then not
+    assert far.crest == (30.0, -2.1) and bool(renderer._behind_crest(far, (0, 0, 640, 360)).any())
+    past = Drive(speed_kmh=36.0, lane_offset_m=3.5, start_m=25.0, fps=2.0, grade_pct=12.0).frames(CAM, size)[0]
+    assert not bool(renderer._behind_crest(past, (0, 0, 640, 360)).any())     # over the crest: nothing hidden
+    assert red_at(-12.0, 75.0)[0] > 0.4 and red_at(-12.0, 75.0)[1].crest is None
+    with pytest.raises(InputError, match="drive.drives.grade_pct"):
+        DriveSet(grade_pct=[20.0])
+    from physattack.drive.report import slope
+    assert slope(8.0) == "climbs 8 % to a crest" and slope(-6.0) == "falls 6 % to a sag"
+    drives = DriveSet(grade_pct=[0.0, 8.0]).drives()
+    assert len(drives) == 36 and drives[20].describe()["grade_pct"] == 8.0
