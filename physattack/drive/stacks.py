@@ -101,22 +101,26 @@ class StackSettings:
 
 
 def covering_bends(settings: StackSettings, drives: list, dashcam: Dashcam, size_m) -> StackSettings:
-    """``settings`` with ``lateral_m`` widened so that the search regions hold the sign in every frame of the bends
-    among ``drives`` (``Drive.curve_radius_m``): a region of interest made for a straight road never looks where a
-    sign round a left bend first shows (left of ahead), and the clean car would miss it for that reason alone. The
-    lateral offset a frame needs is the sign's side of ahead times its distance over the focal length, the
-    straight road's projection read backwards. Straight drives leave ``settings`` as they are."""
-    lo, hi = settings.lateral_m
-    bends = [d for d in drives if getattr(d, "curve_radius_m", 0.0)]
-    for drive in bends:
+    """``settings`` with ``lateral_m`` and ``height_m`` widened so that the search regions hold the sign in every
+    frame of the drives on bends or grades among ``drives`` (``Drive.curve_radius_m``, ``Drive.grade_pct``): a region
+    of interest made for a straight, level road never looks where a sign round a left bend first shows (left of
+    ahead), and the clean car would miss it for that reason alone. The lateral offset (height) a frame needs is the
+    sign's side of ahead (its height in the frame) times its distance over the focal length: the straight road's
+    projection read backwards. Straight, level drives leave ``settings`` as they are."""
+    (lo, hi), (bottom, top) = settings.lateral_m, settings.height_m
+    roads = [d for d in drives if getattr(d, "curve_radius_m", 0.0) or getattr(d, "grade_pct", 0.0)]
+    for drive in roads:
         frames = drive.frames(dashcam, size_m)
         boxes, depth = frames.face_boxes, frames.distance_m
         for x in (boxes[:, 0], boxes[:, 2]):
             lateral = (x - dashcam.width_px / 2) * depth / dashcam.focal_px
             lo, hi = min(lo, float(lateral.min())), max(hi, float(lateral.max()))
-    if not bends:
+        for y in (boxes[:, 1], boxes[:, 3]):
+            height = dashcam.height_m - (y - dashcam.height_px / 2) * depth / dashcam.focal_px
+            bottom, top = min(bottom, float(height.min())), max(top, float(height.max()))
+    if not roads:
         return settings
-    return replace(settings, lateral_m=(math.floor(lo), math.ceil(hi)))
+    return replace(settings, lateral_m=(math.floor(lo), math.ceil(hi)), height_m=(math.floor(bottom), math.ceil(top)))
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,8 @@ class Street:
         length_m: how far the street reaches ahead of the sign and behind the start of a drive.
         clear_m: no other sign, tree or pole stands within this distance of the stop sign along the road.
         distractors: how many other signs stand along the street.
-        curve: a bend of the road before the sign (``physattack.drive.curve.Curve``); None: straight.
+        curve: a bend and a grade of the road before the sign (``physattack.drive.curve.Curve``); None: straight
+            and level.
     """
 
     seed: int
