@@ -111,9 +111,10 @@ def cut(module: nn.Module) -> Iterator[list]:
         handle.remove()
 
 
-def tap(guide: "Guide | None", victim: nn.Module, name: str):
-    """``tapped`` on ``victim``'s feature layer when there is a guide; otherwise a block that taps nothing."""
-    return nullcontext([]) if guide is None else tapped(feature_module(victim, name, guide.term_settings.layers))
+def tap(guide: "Guide | None", name: str):
+    """``tapped`` on the feature layer of the victim called ``name`` when there is a guide; otherwise a block that
+    taps nothing."""
+    return nullcontext([]) if guide is None else tapped(guide.modules[name])
 
 
 def projection(features: Tensor, clean: Tensor, guide: Tensor) -> Tensor:
@@ -134,12 +135,14 @@ def importance(features: Tensor, weights: Tensor, clean: Tensor) -> Tensor:
 class Guide:
     """What the term needs besides the attacked views: the settings, each victim's labels (its target or true class
     and its labels of the scene's class), the frozen guide patch (``ila``) and a generator of its own for ``fia``'s
-    masks (so the views drawn do not change). Per step it renders the references of the draw (``references``), and
-    per member it gives the term on the member's tapped features (``term``)."""
+    masks (so the views drawn do not change), and each victim's feature module (``modules``, looked up once). Per
+    step it renders the references of the draw (``references``), and per member it gives the term on the member's
+    tapped features (``term``)."""
 
     def __init__(self, settings: FeatureLevel, patch: nn.Module, labels: dict, colour_model=None, seed: int = 0,
-                 targeted: bool = True):
+                 targeted: bool = True, modules: dict | None = None):
         self.term_settings = settings
+        self.modules = modules or {}
         self.patch = copy.deepcopy(patch).requires_grad_(False) if settings.method == "ila" else None
         self.labels = labels
         self.colour_model = colour_model
@@ -155,17 +158,18 @@ class Guide:
         if settings.method == "ila" and not setup.placed:
             raise AttackError(f"{key}.method=ila refines a finished patch along the direction it moved the features; "
                               f"give init=<a finished run>, or use {key}.method=fia, or set {key}.weight=0.")
+        modules = {}
         for name, (victim, _, _) in named.items():
             if getattr(victim, "is_detector", False):
                 raise AttackError(f"{key} works on a classifier's features and logits; {name} is a detector, so set "
                                   f"{key}.weight=0 (or attack a classifier).")
-            feature_module(victim, name, settings.layers)
+            modules[name] = feature_module(victim, name, settings.layers)
         if getattr(setup.victim, "members", None) is not None and (setup.victim.diversity > 0
                                                                    or setup.victim.erosion > 0):
             raise AttackError(f"{key} compares each view with its clean copy as the member sees it; set "
                               f"victim.diversity=0 and victim.erosion=0, or {key}.weight=0.")
         labels = {name: (label, signs) for name, (_, label, signs) in named.items()}
-        return cls(settings, setup.patch, labels, setup.colour_model, seed, targeted)
+        return cls(settings, setup.patch, labels, setup.colour_model, seed, targeted, modules)
 
     @torch.no_grad()
     def references(self, pipeline: Callable, scene, params, base: Tensor) -> tuple[Tensor, ...]:
@@ -178,13 +182,13 @@ class Guide:
             guided = self.colour_model.print_patch(guided, self.patch.mask)
         return clean, pipeline(scene, guided, params).images
 
-    def term(self, victim: nn.Module, name: str, features: list, forward: Callable[[Tensor], object],
+    def term(self, name: str, features: list, forward: Callable[[Tensor], object],
              references: tuple[Tensor, ...]) -> Tensor:
         """``weight`` × the method's term on ``features`` (the tap's one output on the attacked views); ``forward``
-        asks ``victim`` as the attacked views were asked."""
+        asks the victim called ``name`` as the attacked views were asked."""
         settings = self.term_settings
         attacked = list(features)
-        module = feature_module(victim, name, settings.layers)
+        module = self.modules[name]
         with torch.no_grad(), tapped(module) as seen:
             for images in references:
                 forward(images)

@@ -373,12 +373,12 @@ class EOTAttack:
         views = s.pipeline(s.scene, texture, draw.params)
         refs = loop.guide.references(s.pipeline, s.scene, draw.params, draw.base) if loop.guide else None
         if loop.members is None:
-            with tap(loop.guide, s.victim, "victim") as features:
+            with tap(loop.guide, "victim") as features:
                 output = self._victim_output(s.victim, views.images, loop.run)
             self.observe(output, draw.label, progress)
             adv = loop.objective.loss(output, draw.label, views).mean()
             if refs is not None:
-                adv = adv + loop.guide.term(s.victim, "victim", features,
+                adv = adv + loop.guide.term("victim", features,
                                             lambda im: self._victim_output(s.victim, im, loop.run), refs)
             if draw.windows is not None:
                 adv = adv + self._decision_loss(draw.windows, output, loop.sign_labels, views)
@@ -467,11 +467,11 @@ class EOTAttack:
         x = views.images.detach().requires_grad_()
         grads, losses, success = [], [], {}
         for m in loop.members:
-            with ensemble.eroded(m.victim, loop.generator), tap(loop.guide, m.victim, m.name) as features:
+            with ensemble.eroded(m.victim, loop.generator), tap(loop.guide, m.name) as features:
                 output = self._victim_output(m.victim, ensemble.attack_inputs(m.victim, x, loop.generator), loop.run)
                 loss = m.objective.loss(output, m.label, views).mean()
                 if refs is not None:
-                    loss = loss + loop.guide.term(m.victim, m.name, features, lambda im, v=m.victim: self._victim_output(
+                    loss = loss + loop.guide.term(m.name, features, lambda im, v=m.victim: self._victim_output(
                         v, ensemble.member_inputs(v, im), loop.run), refs)
                 if windows is not None:
                     loss = loss + self._decision_loss(windows, output, m.signs, views)

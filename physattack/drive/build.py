@@ -19,7 +19,7 @@ from physattack.drive.judge import (DriveSettings, Judging, check_braking, drive
                                     panel_metrics)
 from physattack.drive.report import report_drives
 from physattack.drive.stacks import (DetectorStack, Panel, PanelVictim, StackSettings, TiledDetector, TwoStageStack,
-                                     covering_bends)
+                                     covering_roads)
 from physattack.drive.render import DriveRenderer
 from physattack.drive.trajectories import Dashcam
 
@@ -80,7 +80,7 @@ def drive_evaluation(world: DriveWorld, perception: Perception, settings: DriveS
     """The drive evaluation of ``perception`` on ``world``'s drives: a detector stack when there is no
     classifier, else a two-stage stack whose panel is ``perception.members``' classifiers."""
     check_braking(world.drives, settings)
-    stack_settings = covering_bends(stack_settings, world.drives, world.dashcam, tuple(world.scene.texture_size_m))
+    stack_settings = covering_roads(stack_settings, world.drives, world.dashcam, tuple(world.scene.texture_size_m))
     stack = perception_stack(perception, world.scene, world.dashcam, settings, stack_settings)
     return DriveEvaluation(world.scene, world.drives, DriveRenderer(world.renderer, world.backgrounds, world.dashcam),
                            stack, settings)

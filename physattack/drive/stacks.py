@@ -100,7 +100,7 @@ class StackSettings:
             check_range("drive.stack.crop_px", self.crop_px, 8, integer=True, why="the crops' side in pixels")
 
 
-def covering_bends(settings: StackSettings, drives: list, dashcam: Dashcam, size_m) -> StackSettings:
+def covering_roads(settings: StackSettings, drives: list, dashcam: Dashcam, size_m) -> StackSettings:
     """``settings`` with ``lateral_m`` and ``height_m`` widened so that the search regions hold the sign in every
     frame of the drives on bends or grades among ``drives`` (``Drive.curve_radius_m``, ``Drive.grade_pct``): a region
     of interest made for a straight, level road never looks where a sign round a left bend first shows (left of

@@ -112,16 +112,16 @@ def test_the_drive_set_judges_each_bend_as_a_condition_and_a_blind_bend_starts_a
 
 def test_the_stacks_search_regions_cover_the_sign_round_every_bend_of_the_drives():
     """A straight road's region of interest misses a sign round a left bend (it shows left of ahead) and on a grade;
-    widened by ``covering_bends``, every scale's region holds the sign in each frame at that scale's distances."""
-    from physattack.drive.stacks import StackSettings, TiledDetector, covering_bends
+    widened by ``covering_roads``, every scale's region holds the sign in each frame at that scale's distances."""
+    from physattack.drive.stacks import StackSettings, TiledDetector, covering_roads
     from physattack.victims import load_detnet
 
     cam, size = Dashcam(), (0.75, 0.75)
     drives = (DriveSet(curve_radius_m=[-60.0, 60.0], lighting=["noon"], speeds_kmh=[70.0]).drives()
               + DriveSet(grade_pct=[12.0, -12.0], lighting=["noon"], speeds_kmh=[70.0]).drives())
     straight = StackSettings()
-    assert covering_bends(straight, DriveSet(lighting=["noon"]).drives(), cam, size) is straight
-    settings = covering_bends(straight, drives, cam, size)
+    assert covering_roads(straight, DriveSet(lighting=["noon"]).drives(), cam, size) is straight
+    settings = covering_roads(straight, drives, cam, size)
     assert settings.lateral_m[0] < 0 < straight.lateral_m[0] and settings.height_m[0] < straight.height_m[0]
     detnet = load_detnet()
     missed = {}
