@@ -165,10 +165,8 @@ def check_budget(settings: QuerySettings, queries: int | None, sampler) -> int:
 
 
 def views_per_step(sampler, views: int) -> int:
-    """The most views one step draws: approach windows' frames (and independent views), or ``views``."""
-    if hasattr(sampler, "windows"):
-        return sampler.drives * sampler.segments * sampler.decision.n + getattr(sampler, "views_per_step", 0)
-    return views
+    """The views one step draws: approach windows' rows (and independent views), or ``views``."""
+    return sampler.batch_size if hasattr(sampler, "windows") else views
 
 
 class ColourBlocks:
@@ -331,8 +329,8 @@ class QueryRun:
             views = s.pipeline(s.scene, self.texture(offset, draw.base), draw.params)
         images = views.images
         asked = torch.ones(len(images), dtype=torch.bool, device=images.device)
-        if draw.windows is not None:                       # the stack's classifier reads only frames its detector found
-            asked[:draw.windows.frames] = draw.windows.found.to(images.device)
+        if draw.windows is not None and not self.victim.is_detector:   # a classifier reads only the frames the
+            asked[:draw.windows.frames] = draw.windows.found.to(images.device)   # stack's detector found
         answer = self.victim(images[asked])
         if self.victim.is_detector:                        # context frames or the windows' tiles: every one is asked
             won = self.goal.view_success(sign := self.goal.sign_scores(answer, views.boxes))
@@ -385,8 +383,15 @@ class QueryRun:
             loss = sum(goal.view_loss(member(images).softmax(-1)).mean() for _, member, goal in self.members)
             return torch.autograd.grad(loss / len(self.members), offset)[0]
 
-    def nes_step(self, adam) -> dict:
+    def affords(self, draw) -> bool:
+        """Whether the budget left answers every image a step on ``draw`` may ask about (a detector's approach
+        windows draw a varying number of tiles a step)."""
+        return self.victim.can_answer(self.settings.images_per_step(len(draw.params)))
+
+    def nes_step(self, adam) -> dict | None:
         draw, progress = self.draw()
+        if not self.affords(draw):
+            return None
         st = self.settings
         u = torch.randn(st.samples, self.blocks.blocks, self.channels, generator=self.generator).expand(-1, -1, 3)
         losses, wins = [], []
@@ -408,8 +413,10 @@ class QueryRun:
         return {"loss": sum(losses) / len(losses), "batch_success": sum(wins) / len(wins),
                 "lr": adam.param_groups[0]["lr"], "grad_norm": float(grad.abs().sum())}
 
-    def search_step(self) -> dict:
+    def search_step(self) -> dict | None:
         draw, progress = self.draw()
+        if not self.affords(draw):
+            return None
         st = self.settings
         parent_loss, parent_win = self.ask(self.offset, draw)
         share = st.change * (1 - 0.75 * progress)
@@ -457,6 +464,8 @@ class QueryRun:
             while victim.can_answer(cost) and not self.attack._signals.stop:
                 before = victim.images
                 record = self.nes_step(adam) if adam is not None else self.search_step()
+                if record is None:                    # this step's draw would overrun the budget
+                    break
                 self.step += 1
                 ema = record["batch_success"] if self.step == 1 else 0.9 * ema + 0.1 * record["batch_success"]
                 record.update(step=self.step, images=victim.images, running_success=ema, adv_loss=record["loss"])

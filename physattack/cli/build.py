@@ -224,18 +224,21 @@ def _user_path(path) -> str:
 
 
 def approach_framing(sampler, cfg: DictConfig, *, scene, renderer, backgrounds, device):
-    """``sampler`` with the drive stack's detector framing attached when it samples approach windows
-    (``eot=approach``): the detector of ``cfg.drive`` (or ``conf/drive/quick.yaml``) over its tiles, run on drive
-    frames rendered over the *training* ``backgrounds``; any other sampler is returned as it is."""
+    """``sampler`` with the drive stack's view attached when it samples approach windows (``eot=approach``): for a
+    classifier, the detector framing (the detector of ``cfg.drive``, or ``conf/drive/quick.yaml``, over its tiles,
+    run on drive frames rendered over the *training* ``backgrounds``); for a detector (windows of tiles), that
+    stack's search tiles, which the detector reads itself. Any other sampler is returned as it is."""
     from physattack.drive import DriveRenderer, TiledDetector
     from physattack.drive.approach import ApproachSampler, DetectorFraming
 
     if not isinstance(sampler, ApproachSampler):
         return sampler
+    node = cfg.drive if cfg.get("drive") is not None and cfg.drive.get("detector") is not None else drive_config()
+    if sampler.tiles is not None:           # a detector's windows: read on the drive stack's own tiles, no framing
+        return sampler.for_detector(sampler.tiles.tile, make(node.stack, _convert_="all"))
     sampler.with_crop_frame(float(cfg.eot.grid.frame))
     if sampler.framing is not None:
         return sampler
-    node = cfg.drive if cfg.get("drive") is not None and cfg.drive.get("detector") is not None else drive_config()
     detector, _ = drive_detector(node, device)
     tiled = TiledDetector(detector, sampler.dashcam, tuple(scene.texture_size_m), make(node.stack, _convert_="all"))
     unknown = set(sampler.fit) - {"drives", "frames_per_drive", "neighbours"}

@@ -17,10 +17,14 @@ stop the car), a found one is cropped as that box would have been. The measureme
 ``refit_every`` steps as the patch changes (a patch that makes the detector miss or misplace the sign
 changes the crops the classifier sees).
 
-**Detectors** (``attack=hide``) read the same windows as the detector stack does: each frame is the
-detector's tile around the sign (``for_detector``: a ``tile_px`` input, the sign at its size in the tile at
-the stack's search scale for its distance — 2× beyond ``upscale_beyond_m`` — anywhere in the tile), and a
-frame reads the sign with the odds of the detector's best candidate on it over the operating threshold's.
+**Detectors** (``attack=hide``) read the same windows as the drive's detector stack does: each frame is
+read on every tile of the stack's search (``physattack.drive.stacks.SearchTiles``: its scales, regions and
+overlaps, from ``conf/drive``'s ``stack``) that holds the sign whole, the sign where that tile has it and at
+that tile's scale, and the frame reads the sign when any of its tiles does (``for_detector``). One tile per
+frame is not enough: the drive's detector reads a far sign at 2× *and* at the sensor's own resolution, in
+two to four overlapping tiles, and a patch that hides it from one tile in three still leaves it found in
+most frames. A frame reads the sign with the odds of the detector's best candidate on it over the operating
+threshold's.
 
 The loss (``ApproachObjective``) is the per-view objective plus ``weight`` times a hinge on each drive's
 smooth-maximum window count (``physattack.drive.surrogate.stop_margin``): the gradient goes to the windows
@@ -39,12 +43,18 @@ from torchvision.ops import box_iou
 from physattack.drive.judge import check_vote
 from physattack.drive.surrogate import stop_margin
 from physattack.drive.render import DriveRenderer
-from physattack.drive.trajectories import Dashcam, Drive, braking_distance_m, random_drives
+from physattack.drive.trajectories import (Dashcam, Drive, braking_distance_m, face_corners, projected_boxes,
+                                          random_drives)
 from physattack.eot.params import SceneParams
 from physattack.eot.sampler import ViewSampler, _uniform, sensor_pixels
 from physattack.errors import InputError, check_interval, check_range
 
 Range = tuple[float, float]
+
+
+#: the held-out drives' camera (conf/drive: ``blur_sigma_px`` 0.4, ``noise_std`` 0.01, the ``default`` effects preset)
+CLEAN_CAMERA = {"blur_sigma_px": 0.4, "motion_px": 1.0, "exposure": 1.0, "contrast": 1.0, "noise_std": 0.01,
+                "jpeg_quality": 100.0}
 
 
 @dataclass(frozen=True)
@@ -200,14 +210,20 @@ class Windows:
     drives: int
     segments: int
     objective: ApproachObjective
+    group: Tensor | None = None
 
     @property
     def frames(self) -> int:
+        """The window rows of ``params`` (before any independent views): one per frame, or per tile of a frame."""
         return len(self.found)
 
     def _read(self, per_view: Tensor) -> Tensor:
-        """drives×segments×n: each window frame's value where the detector found the sign, else 0."""
+        """drives×segments×n: each window frame's value where the detector found the sign, else 0 (the largest
+        over its tiles when a frame has several)."""
         x = per_view[:self.frames] * self.found.to(per_view.device, per_view.dtype)
+        if self.group is not None:
+            slots = self.drives * self.segments * self.objective.n
+            x = x.new_zeros(slots).scatter_reduce(0, self.group.to(x.device), x, "amax", include_self=True)
         return x.reshape(self.drives, self.segments, -1)
 
     def margin(self, p_sign: Tensor) -> Tensor:
@@ -256,6 +272,13 @@ class ApproachSampler:
         views, views_per_step: independent views (a ``ViewSampler``, e.g. the default EOT's 3-25 m crops) added to
             each step with the per-view objective alone, so that the patch also wins the views a close-range test
             takes; 0 adds none.
+        clean_camera: the share of drives filmed by the held-out drives' own camera (``CLEAN_CAMERA``: conf/drive's
+            blur and noise, no motion blur, exposure, contrast or JPEG) instead of ``view``'s drawn effects. A car's
+            verdict turns on the frames it reads best, and those are the sharp ones: a patch fitted only to the
+            drawn (mostly degraded) frames hides in them and is read in the clean ones.
+        framing: a classifier's detector framing (``DetectorFraming``; the builder attaches it).
+        tiles: a detector's windows: the drive stack's search tiles (``physattack.drive.stacks.SearchTiles``), which
+            ``for_detector`` sets.
     """
 
     dashcam: Dashcam = field(default_factory=Dashcam)
@@ -276,8 +299,9 @@ class ApproachSampler:
     background_count: int | None = None
     views: ViewSampler | None = None
     views_per_step: int = 0
+    clean_camera: float = 0.0
     framing: DetectorFraming | None = None
-    tiles: tuple[int, float, float] | None = None     # (tile_px, upscale, beyond_m) when a detector reads the frames
+    tiles: object | None = None     # a detector's: physattack.drive.stacks.SearchTiles, the drive stack's tiling
 
     def __post_init__(self) -> None:
         key = "eot.sampler."
@@ -308,6 +332,8 @@ class ApproachSampler:
         if self.crop_frame is not None:
             check_range(key + "crop_frame", self.crop_frame, 0.0, 1.0, lo_open=True,
                         why="the detector box's share of the classifier's crop")
+        check_range(key + "clean_camera", self.clean_camera, 0.0, 1.0, why="the share of drives filmed by the drives' "
+                    "own camera")
         check_range(key + "refit_every", self.refit_every, 0, integer=True, why="steps between framing fits")
         fastest = self.speed_kmh[1]
         brake = braking_distance_m(fastest, self.reaction_s, self.decel_mps2)
@@ -323,17 +349,22 @@ class ApproachSampler:
             self.crop_frame = float(frame)
         return self
 
-    def for_detector(self, tile_px: int, upscale: float = 2.0, upscale_beyond_m: float = 42.5) -> "ApproachSampler":
-        """This sampler with its window frames drawn as the detector stack's tiles (``tile_px`` square, the frame
-        upsampled ``upscale``× for signs beyond ``upscale_beyond_m``: conf/drive's search scales) and its
-        independent views as context frames (``physattack.eot.frames.FrameSampler``) of the same size."""
+    def for_detector(self, tile_px: int, stack=None) -> "ApproachSampler":
+        """This sampler with its window frames read as the drive's detector stack reads them: on each tile of the
+        stack's search (``stack``: a ``physattack.drive.stacks.StackSettings``, its defaults when None, for a
+        ``tile_px`` detector) that holds the sign whole; its independent views as context frames
+        (``physattack.eot.frames.FrameSampler``) of the same size. The detector reads the tiles itself: no
+        detector framing."""
+        from physattack.drive.stacks import SearchTiles, StackSettings
         from physattack.eot.frames import FrameSampler
 
         check_range("tile_px", tile_px, 8, integer=True, why="the detector's input side")
-        check_range("upscale", upscale, 0.0, lo_open=True, why="how much far tiles are upsampled")
+        width = self.view.object_width_m
+        search = SearchTiles(int(tile_px), self.dashcam, (width, width), stack or StackSettings())
         views = self.views
-        return replace(self, tiles=(int(tile_px), float(upscale), float(upscale_beyond_m)), framing=None,
-                       views=FrameSampler(views) if views is not None else None)
+        if self.tiles is not None:                       # already a detector's: only the tiling changes
+            return replace(self, tiles=search)
+        return replace(self, tiles=search, framing=None, views=FrameSampler(views) if views is not None else None)
 
     # -- the view-sampler interface --------------------------------------------------------------------
     @property
@@ -346,8 +377,12 @@ class ApproachSampler:
 
     @property
     def batch_size(self) -> int:
-        """Views per step: drives × segments × n, and the independent views."""
-        return self.drives * self.segments * self.decision.n + self.views_per_step
+        """Views per step: drives × segments × n window frames (a detector's: the tiles that hold them, as one
+        fixed draw has them; a step's own count varies with its drives), and the independent views."""
+        rows = self.drives * self.segments * self.decision.n
+        if self.tiles is not None:
+            rows = self.windows(torch.Generator().manual_seed(0)).frames
+        return rows + self.views_per_step
 
     def sample(self, n: int, generator: torch.Generator) -> SceneParams:
         """``n`` views of approach windows (for whatever wants plain views: the sticker mask search)."""
@@ -358,17 +393,22 @@ class ApproachSampler:
             left -= len(parts[-1])
         return SceneParams.cat(parts)
 
-    def _tiled(self, params: SceneParams, along_m: Tensor, g: torch.Generator) -> SceneParams:
-        """``params`` reframed as the detector's tiles: the sign at its width in the tile, anywhere in it."""
-        from physattack.eot.frames import reframe
-
-        tile, upscale, beyond = self.tiles
-        scale = torch.where(along_m > beyond, torch.full_like(along_m, upscale), torch.ones_like(along_m))
-        sign_px = self.dashcam.focal_px * self.view.object_width_m / params.distance_m * scale
-        share = (sign_px / tile).clamp(0.02, 0.9)
-        # the tile spans tile/scale sensor pixels: reframe's sensor width is focal × the frame's width / distance
-        return reframe(params, share, torch.rand(len(share), 2, generator=g), self.view.object_width_m,
-                       self.dashcam.focal_px)
+    def _tiled(self, params: SceneParams, x: Tensor, y: Tensor, along_m: Tensor) -> tuple[SceneParams, Tensor]:
+        """``params`` (one per window frame, the sign ``x`` right and ``y`` below the camera, ``along_m`` ahead)
+        as the rows of the tiles the drive's detector reads each frame on (``SearchTiles.holding``): the sign at
+        its place and size in each tile; returns the rows and the frame of each."""
+        search = self.tiles
+        width = self.view.object_width_m
+        points = torch.stack([x, y, along_m], -1).double()
+        boxes, _ = projected_boxes(self.dashcam.cameras(points), face_corners((width, width)).double())
+        frame, tile = torch.nonzero(search.holding(boxes), as_tuple=True)
+        scale, origin, b = search.tile_scales[tile], search.extents[tile, :2], boxes[frame]
+        side = float(search.tile)
+        share = (b[:, 2] - b[:, 0]) * scale / side
+        centre = ((b[:, :2] + b[:, 2:]) / 2 - origin) * scale[:, None] / side - 0.5
+        rows = replace(params[frame], frame=share.float(), shift_x=centre[:, 0].float(), shift_y=centre[:, 1].float(),
+                       sensor_px=(side / scale).float())
+        return rows, frame
 
     def state_dict(self) -> dict:
         """The detector framing's measurements (plain tensors, for checkpoints): a resumed run frames its views
@@ -421,6 +461,10 @@ class ApproachSampler:
         y = torch.full_like(dist, self.dashcam.height_m - self.sign_height_m)
         rng = torch.sqrt(x * x + y * y + dist * dist)
         base = self.view.sample(d, g)
+        if self.clean_camera:
+            clean = torch.rand(d, generator=g) < self.clean_camera
+            base = replace(base, **{k: torch.where(clean, torch.full_like(getattr(base, k), v), getattr(base, k))
+                                    for k, v in CLEAN_CAMERA.items()})
         per = lambda t: t.repeat_interleave(s * n)  # noqa: E731
         flat = lambda t: t.reshape(-1)  # noqa: E731
         count = d * s * n
@@ -438,12 +482,13 @@ class ApproachSampler:
             elevation_deg=flat(torch.rad2deg(torch.asin(y / rng))), frame=frame, shift_x=shift_x, shift_y=shift_y,
             sensor_px=sensor_pixels(self.view.object_width_m, flat(rng), frame, self.dashcam.focal_px),
             noise_seed=torch.randint(0, 2**31 - 1, (count,), generator=g))
-        params = SceneParams(**fields)
+        params, group = SceneParams(**fields), None
         if self.tiles is not None:
-            params = self._tiled(params, flat(dist), g)
+            params, group = self._tiled(params, flat(x), flat(y), flat(dist))
+            found = found[group]
         if self.views_per_step:
             params = SceneParams.cat([params, self.views.sample(self.views_per_step, g)])
-        return Windows(params, found, d, s, self.decision)
+        return Windows(params, found, d, s, self.decision, group)
 
 
-__all__ = ["ApproachObjective", "ApproachSampler", "BoxMeasurements", "DetectorFraming", "Framing", "Windows"]
+__all__ = ["CLEAN_CAMERA", "ApproachObjective", "ApproachSampler", "BoxMeasurements", "DetectorFraming", "Framing", "Windows"]

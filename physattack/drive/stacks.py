@@ -130,20 +130,24 @@ class Tile:
     y: int
 
 
-class TiledDetector:
-    """A detector run over overlapping tiles of its search regions (see the module docstring).
+class SearchTiles:
+    """Where a detector of ``tile_px`` input looks in a dashcam's frames: overlapping tiles of the search
+    regions at each of ``settings``' scales (see the module docstring). The geometry alone: ``TiledDetector``
+    runs a detector over these tiles, and the approach windows of a detector attack
+    (``physattack.drive.approach``) put each window frame's sign in the tiles that hold it, as the drive's
+    detector will read it.
 
     Args:
-        detector: a ``Detector`` (``input_size`` is its tile side).
+        tile_px: the detector's input side.
         dashcam: the camera the frames come from.
         sign_size_m: the sign's (width, height).
         settings: the scales, where signs stand, and the tiles' overlap.
     """
 
-    def __init__(self, detector, dashcam: Dashcam, sign_size_m: tuple[float, float], settings: StackSettings):
-        self.detector, self.dashcam, self.settings = detector, dashcam, settings
+    def __init__(self, tile_px: int, dashcam: Dashcam, sign_size_m: tuple[float, float], settings: StackSettings):
+        self.dashcam, self.settings = dashcam, settings
         self.scales = settings.scales
-        self.tile = int(detector.input_size)
+        self.tile = int(tile_px)
         self.regions = [self._search_region(s, sign_size_m, settings.lateral_m, settings.height_m) for s in self.scales]
         self.region: Region = (min(r[0] for r in self.regions), min(r[1] for r in self.regions),
                                max(r[2] for r in self.regions), max(r[3] for r in self.regions))
@@ -157,6 +161,7 @@ class TiledDetector:
             x0, y0 = r[0] + tile.x / s.scale, r[1] + tile.y / s.scale
             self.spans.append((s.scale, x0, y0, x0 + self.tile / s.scale, y0 + self.tile / s.scale))
         self.extents = torch.tensor([sp[1:] for sp in self.spans], dtype=torch.float64)      # K×4
+        self.tile_scales = torch.tensor([sp[0] for sp in self.spans], dtype=torch.float64)   # K
 
     def _search_region(self, scale: SearchScale, size_m, lateral_m: Range, height_m: Range) -> Region:
         cam = self.dashcam
@@ -169,6 +174,47 @@ class TiledDetector:
         x0, x1 = _widen(x0, x1, side, cam.width_px)
         y0, y1 = _widen(y0, y1, side, cam.height_px)
         return int(x0), int(y0), int(x1), int(y1)
+
+    def near(self, boxes: Tensor) -> Tensor:
+        """T×K bool: tile k's extent meets frame t's box widened by the box's own width and height."""
+        tiles = self.extents
+        b = boxes.detach().double().cpu()
+        wh = (b[:, 2:] - b[:, :2]).clamp(min=1.0)
+        lo, hi = b[:, :2] - wh, b[:, 2:] + wh
+        return ((tiles[None, :, 0] < hi[:, None, 0]) & (tiles[None, :, 2] > lo[:, None, 0])
+                & (tiles[None, :, 1] < hi[:, None, 1]) & (tiles[None, :, 3] > lo[:, None, 1]))
+
+    def holding(self, boxes: Tensor) -> Tensor:
+        """T×K bool: the tiles that hold frame t's box whole; a box no tile holds whole gets the tile whose centre
+        is nearest the box's, so every frame is read somewhere (as the detector's NMS would have it)."""
+        tiles = self.extents
+        b = boxes.detach().double().cpu()
+        whole = ((tiles[None, :, 0] <= b[:, None, 0]) & (tiles[None, :, 1] <= b[:, None, 1])
+                 & (tiles[None, :, 2] >= b[:, None, 2]) & (tiles[None, :, 3] >= b[:, None, 3]))
+        lost = ~whole.any(1)
+        if lost.any():
+            gap = ((tiles[None, :, :2] + tiles[None, :, 2:]) / 2 - (b[lost, None, :2] + b[lost, None, 2:]) / 2)
+            nearest = gap.norm(dim=-1).argmin(1)
+            whole[torch.nonzero(lost).flatten(), nearest] = True
+        return whole
+
+
+class TiledDetector:
+    """A detector run over overlapping tiles of its search regions (``SearchTiles``; see the module docstring).
+
+    Args:
+        detector: a ``Detector`` (``input_size`` is its tile side).
+        dashcam: the camera the frames come from.
+        sign_size_m: the sign's (width, height).
+        settings: the scales, where signs stand, and the tiles' overlap.
+    """
+
+    def __init__(self, detector, dashcam: Dashcam, sign_size_m: tuple[float, float], settings: StackSettings):
+        self.detector, self.dashcam, self.settings = detector, dashcam, settings
+        self.search = SearchTiles(int(detector.input_size), dashcam, sign_size_m, settings)
+        s = self.search
+        self.scales, self.tile, self.regions, self.region = s.scales, s.tile, s.regions, s.region
+        self.tiles, self.spans, self.extents = s.tiles, s.spans, s.extents
 
     @torch.no_grad()
     def __call__(self, images: Tensor, region: Region, batch: int = 64,
@@ -191,7 +237,7 @@ class TiledDetector:
             if any(short):                           # a frame smaller than one tile
                 scaled = F.pad(scaled, (0, short[0], 0, short[1]), mode="replicate")
             scaled_all.append(scaled)
-        wanted = self._near(near) if near is not None else torch.ones(t, len(self.tiles), dtype=torch.bool)
+        wanted = self.search.near(near) if near is not None else torch.ones(t, len(self.tiles), dtype=torch.bool)
         pairs = torch.nonzero(wanted).tolist()                       # frame-major (frame, tile) pairs
         device = next((p.device for p in self.detector.parameters()), images.device)
         found: list[Detections] = []
@@ -218,15 +264,6 @@ class TiledDetector:
             keep = batched_nms(b, s, lab, 0.5)
             out.append(Detections(b[keep], s[keep], lab[keep]))
         return out
-
-    def _near(self, boxes: Tensor) -> Tensor:
-        """T×K bool: tile k's extent meets frame t's box widened by the box's own width and height."""
-        tiles = self.extents
-        b = boxes.detach().double().cpu()
-        wh = (b[:, 2:] - b[:, :2]).clamp(min=1.0)
-        lo, hi = b[:, :2] - wh, b[:, 2:] + wh
-        return ((tiles[None, :, 0] < hi[:, None, 0]) & (tiles[None, :, 2] > lo[:, None, 0])
-                & (tiles[None, :, 1] < hi[:, None, 1]) & (tiles[None, :, 3] > lo[:, None, 1]))
 
 
 def _starts(length: int, tile: int, overlap: float) -> list[int]:

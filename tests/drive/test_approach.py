@@ -141,19 +141,45 @@ def test_steps_on_approach_windows_lower_the_drives_stop_margin(stop_scene, sign
     assert all(0.0 <= r["batch_success"] <= 1.0 for r in result.history)
 
 
-def test_a_detectors_windows_are_its_tiles_at_the_stacks_scales():
-    """For attack=hide each window frame is the detector's 160-px tile: the sign at its width there, 2x upsampled
-    beyond 42.5 m (conf/drive's search scales), so the tile spans 80 or 160 sensor pixels."""
-    s = ApproachSampler(drives=8, segments=2).for_detector(160)
+def test_a_detectors_windows_are_the_drive_stacks_tiles_that_hold_the_sign(stop_scene):
+    """For attack=hide each window frame is read on every tile of the drive stack's search that holds the sign
+    whole (a far sign at 2x and at the sensor's own resolution, as the drive's TiledDetector reads it): rendered
+    through a 160-px pipeline, the sign lands where that tile has it, within a pixel."""
+    from physattack.drive.stacks import StackSettings
+    from physattack.drive.trajectories import face_corners, projected_boxes
+    from physattack.eot import ViewPipeline
+    from physattack.render import Renderer
+
+    s = ApproachSampler(drives=3, segments=2, background_count=4).for_detector(160)
     w = s.windows(torch.Generator().manual_seed(0))
-    along = torch.sqrt(w.params.distance_m ** 2 - (s.dashcam.height_m - s.sign_height_m) ** 2)
-    far = along > 42.5
-    assert far.any() and (~far).any()
-    assert torch.allclose(w.params.sensor_px[far], torch.full_like(w.params.sensor_px[far], 80.0))
-    assert torch.allclose(w.params.sensor_px[~far], torch.full_like(w.params.sensor_px[~far], 160.0))
-    sign_px = s.dashcam.focal_px * 0.75 / w.params.distance_m * torch.where(far, 2.0, 1.0)
-    assert torch.allclose(w.params.frame, sign_px / 160, atol=1e-5)
-    assert (w.params.shift_x.abs() > 0.01).any()                  # anywhere in the tile, not centred
+    assert w.group is not None and w.frames == len(w.group) > 30 and w.frames == s.batch_size
+    assert torch.equal(w.group.unique(), torch.arange(30))                  # every frame is read somewhere
+    p = w.params[:w.frames]
+    along = torch.sqrt(p.distance_m ** 2 - (s.dashcam.height_m - s.sign_height_m) ** 2)
+    far = along > 60
+    tiles = s.tiles
+    assert [sc.scale for sc in tiles.scales] == [sc.scale for sc in StackSettings().scales] == [2.0, 1.0]
+    for f in w.group[far].unique().tolist():                                 # far signs: both scales read them
+        assert set(p.sensor_px[w.group == f].round().tolist()) == {80.0, 160.0}
+    # the sign's box where the drive frame has it, in the tile's pixels
+    x = -torch.sqrt(p.distance_m ** 2 - along ** 2 - (s.dashcam.height_m - s.sign_height_m) ** 2)
+    with torch.no_grad():
+        views = ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (160, 160))(stop_scene, stop_scene.texture, p,
+                                                                                 effects=False)
+    centre = (views.boxes[:, :2] + views.boxes[:, 2:]) / 2
+    expected = (torch.stack([p.shift_x, p.shift_y], -1) + 0.5) * 160
+    assert (centre - expected).abs().max() < 1.0
+    assert ((views.boxes[:, 2] - views.boxes[:, 0]) - p.frame * 160).abs().max() < 1.5
+    points = torch.stack([x, torch.full_like(x, s.dashcam.height_m - s.sign_height_m), along], -1).double()
+    boxes, _ = projected_boxes(s.dashcam.cameras(points), face_corners((0.75, 0.75)).double())
+    held = tiles.holding(boxes)
+    assert held.any(1).all()
+    # a frame reads the sign when any of its tiles does
+    reads = torch.zeros(w.frames, dtype=torch.bool)
+    first = torch.nonzero(w.group == 0).flatten()
+    reads[first[-1]] = True
+    per_frame = w._read(reads.float()).flatten()
+    assert per_frame[0] == 1 and per_frame[1:].sum() == 0
 
 
 def test_a_detectors_reading_is_its_odds_over_the_threshold():
@@ -170,3 +196,21 @@ def test_a_detectors_reading_is_its_odds_over_the_threshold():
     out = DetectorOutput(boxes, scores, torch.ones(3, 2, dtype=torch.bool), [], 0.3)
     p = sign_reading(out, 0, Views())
     assert p[0] == pytest.approx(0.5, abs=1e-4) and p[1] > 0.9 and p[2] < 0.15
+
+
+def test_clean_camera_films_a_share_of_the_drives_with_the_drives_own_camera():
+    """eot.sampler.clean_camera: that share of the drawn drives has the held-out drives' camera (conf/drive's blur and
+    noise, nothing else), every frame of such a drive alike; the rest keep the drawn effects."""
+    from physattack.drive.approach import CLEAN_CAMERA
+
+    w = ApproachSampler(drives=40, segments=1, clean_camera=0.5).windows(torch.Generator().manual_seed(0))
+    p = w.params
+    fx = torch.stack([getattr(p, k).float() for k in CLEAN_CAMERA], -1).reshape(40, N, -1)
+    clean = (fx == torch.tensor(list(CLEAN_CAMERA.values()))).all(-1)       # drives × frames
+    assert (clean.all(1) | ~clean.any(1)).all()                             # a drive is filmed one way
+    assert 10 <= int(clean.all(1).sum()) <= 30
+    none = ApproachSampler(drives=40, segments=1).windows(torch.Generator().manual_seed(0)).params
+    assert not (torch.stack([getattr(none, k).float() for k in CLEAN_CAMERA], -1)
+                == torch.tensor(list(CLEAN_CAMERA.values()))).all(-1).any()
+    with pytest.raises(InputError, match="eot.sampler.clean_camera"):
+        ApproachSampler(clean_camera=1.5)
