@@ -185,12 +185,15 @@ class ApproachObjective:
         k, n: the judge's rule (``drive.settings``): recognised when ``k`` of the last ``n`` frames read the sign.
         weight: of the drives' stop margin beside the per-view objective.
         temperature: of the smooth maximum over a drive's windows, in frames.
+        every_window: the drawn windows stand for all of their drive's before its braking point (``stop_margin``'s
+            ``windows``): the car judges every one of them, a step draws a few.
     """
 
     k: int = 3
     n: int = 5
     weight: float = 4.0
     temperature: float = 0.5
+    every_window: bool = False
 
     def __post_init__(self) -> None:
         key = "eot.sampler.decision."
@@ -211,6 +214,7 @@ class Windows:
     segments: int
     objective: ApproachObjective
     group: Tensor | None = None
+    usable: Tensor | None = None     # drives: each drive's windows before its braking point (its usable frames)
 
     @property
     def frames(self) -> int:
@@ -229,7 +233,8 @@ class Windows:
     def margin(self, p_sign: Tensor) -> Tensor:
         """drives: the stop margin of each drive (``stop_margin``) from each view's probability of the sign."""
         o = self.objective
-        return stop_margin(self._read(p_sign), o.k, o.n, temperature=o.temperature)
+        return stop_margin(self._read(p_sign), o.k, o.n, temperature=o.temperature,
+                           windows=self.usable if o.every_window else None)
 
     def runs(self, reads_sign: Tensor) -> Tensor:
         """drives bool: no window of the drive (nor one of fewer frames at a segment's start) holds ``k`` frames
@@ -488,7 +493,8 @@ class ApproachSampler:
             found = found[group]
         if self.views_per_step:
             params = SceneParams.cat([params, self.views.sample(self.views_per_step, g)])
-        return Windows(params, found, d, s, self.decision, group)
+        usable = ((self.start_m - brake) / step_m).floor() + 1
+        return Windows(params, found, d, s, self.decision, group, usable)
 
 
 __all__ = ["CLEAN_CAMERA", "ApproachObjective", "ApproachSampler", "BoxMeasurements", "DetectorFraming", "Framing", "Windows"]

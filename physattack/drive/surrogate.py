@@ -57,7 +57,8 @@ def soft_stop(p: Tensor, usable: Tensor, k: int, n: int, *, sharpness: float = 1
     return torch.where(count > 0, best.clamp(0.0, 1.0), torch.zeros_like(best))     # rounding: -1e-8
 
 
-def stop_margin(p: Tensor, k: int, n: int, *, temperature: float = 0.5, sharpness: float = 4.0) -> Tensor:
+def stop_margin(p: Tensor, k: int, n: int, *, temperature: float = 0.5, sharpness: float = 4.0,
+                windows: Tensor | None = None) -> Tensor:
     """A loss that is zero when no window comes near ``k`` readings and grows with the worst one: for each
     row of windows, ``softplus(sharpness · (M − (k − ½))) / sharpness`` where M is the smooth maximum
     (``temperature · logsumexp(· / temperature)``, in frames) of the readings in each window of ``n``
@@ -70,6 +71,11 @@ def stop_margin(p: Tensor, k: int, n: int, *, temperature: float = 0.5, sharpnes
     Args:
         p: ...×S×L, the probabilities of S runs of L consecutive frames (L >= n); all of them usable.
         k, n: the voting rule.
+        windows: ... (the leading shape), how many windows each row's drive has before its braking point, when its
+            S×L drawn ones are a sample of them: each drawn window then stands for ``windows / (S·L)`` of its
+            drive's, and the smooth maximum is taken over that many copies (``+ temperature · log`` of it). The
+            car judges every window, so a drive with ten times the drawn windows needs its drawn ones further from
+            ``k``. None: the drawn windows are all of them.
 
     Returns:
         ... (the shape of ``p`` without its last two dimensions).
@@ -82,9 +88,11 @@ def stop_margin(p: Tensor, k: int, n: int, *, temperature: float = 0.5, sharpnes
                          "taken from: draw longer runs or a shorter window.")
     # windows of fewer than n frames at each run's start too, as the judge counts them at a drive's first frame
     # (for a run from further on they are lower bounds of the real windows, so they never overstate the maximum)
-    windows = F.pad(p, (n - 1, 0)).unfold(-1, n, 1).sum(-1)               # ...×S×L
-    flat = windows.flatten(-2)
+    total = windows
+    flat = F.pad(p, (n - 1, 0)).unfold(-1, n, 1).sum(-1).flatten(-2)        # ...×(S·L) window counts
     top = temperature * torch.logsumexp(flat / temperature, -1)
+    if total is not None:
+        top = top + temperature * (total.to(top) / flat.shape[-1]).clamp(min=1.0).log()
     return F.softplus(sharpness * (top - (k - 0.5))) / sharpness
 
 

@@ -182,6 +182,19 @@ def test_a_detectors_windows_are_the_drive_stacks_tiles_that_hold_the_sign(stop_
     assert per_frame[0] == 1 and per_frame[1:].sum() == 0
 
 
+def test_every_window_weighs_the_drawn_windows_by_the_drives_that_they_stand_for():
+    """decision.every_window: a drive judged on 200 windows, of which 10 are drawn, has a larger stop margin than
+    the same 10 windows alone (the car judges them all); a drive with no more windows than drawn is unchanged."""
+    p = torch.full((2, 2, N), 0.3)
+    alone = stop_margin(p, K, N)
+    weighed = stop_margin(p, K, N, windows=torch.tensor([200.0, 10.0]))
+    assert weighed[0] > alone[0] * 1.5 and torch.isclose(weighed[1], alone[1])
+    s = ApproachSampler(drives=3, segments=2, decision={"every_window": True})
+    w = s.windows(torch.Generator().manual_seed(0))
+    assert (w.usable > 2 * N).all()          # 80 m down to the braking point: far more frames than two windows
+    assert (w.margin(torch.full((len(w.params),), 0.3)) > alone.mean()).all()
+
+
 def test_a_detectors_reading_is_its_odds_over_the_threshold():
     from physattack.attack.detection_objectives import sign_reading
     from physattack.victims.detection import DetectorOutput
