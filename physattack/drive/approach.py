@@ -497,4 +497,5 @@ class ApproachSampler:
         return Windows(params, found, d, s, self.decision, group, usable)
 
 
-__all__ = ["CLEAN_CAMERA", "ApproachObjective", "ApproachSampler", "BoxMeasurements", "DetectorFraming", "Framing", "Windows"]
+__all__ = ["CLEAN_CAMERA", "ApproachObjective", "ApproachSampler", "BoxMeasurements", "DetectorFraming", "Framing",
+           "Windows"]

@@ -185,8 +185,9 @@ class SearchTiles:
                 & (tiles[None, :, 1] < hi[:, None, 1]) & (tiles[None, :, 3] > lo[:, None, 1]))
 
     def holding(self, boxes: Tensor) -> Tensor:
-        """T×K bool: the tiles that hold frame t's box whole; a box no tile holds whole gets the tile whose centre
-        is nearest the box's, so every frame is read somewhere (as the detector's NMS would have it)."""
+        """T×K bool: the tiles that hold frame t's box whole; a box no tile holds whole (one larger than a tile's
+        share of the frame, or at a region's edge) gets the tile whose centre is nearest the box's, so every frame
+        is read somewhere."""
         tiles = self.extents
         b = boxes.detach().double().cpu()
         whole = ((tiles[None, :, 0] <= b[:, None, 0]) & (tiles[None, :, 1] <= b[:, None, 1])
