@@ -113,7 +113,7 @@ class Curve:
                 if n[1] and piece[:, 2].mean() > self.straight_m:            # the ground tilts with the grade
                     n = (n[0], math.cos(math.atan(self.grade_pct / 100)), math.sin(math.atan(self.grade_pct / 100)))
                 normal = (n[0] * math.cos(th) + n[2] * math.sin(th), n[1], -n[0] * math.sin(th) + n[2] * math.cos(th))
-                out.append(Polygon(self.place(piece), p.colour, normal))
+                out.append(Polygon(self.place(piece), p.colour, normal, p.wet))
         bent = [SignFace(self.place(f.centre), f.name, float(self.theta(f.centre[2]))) for f in faces]
         return out, bent
 

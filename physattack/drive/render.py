@@ -145,15 +145,49 @@ class DriveRenderer:
         """Frames ``start:stop``'s street or background image through ``region``, at night and in fog as the
         frames have them (``params``: those frames')."""
         if frames.street is not None:
-            from physattack.drive.street import street_backdrop
-
-            return street_backdrop(frames.street, frames[start:stop].road_cameras(self.dashcam), region,
-                                   params.lights(), frames.weather, frames.headlights, frames.yaw_deg).to(device)
+            return self._street(frames, start, stop, region, params)[0].to(device)
         out = self.background(params, region).to(device)
         if frames.headlights is not None:
             out = out * NIGHT_BACKDROP               # a bank image is a daylight photograph
         if frames.weather is not None and frames.weather.visibility_m is not None:
             out = fogged(out, torch.ones_like(out[:, :1]), BACKDROP_DEPTH_M, frames.weather, params)
+        return out
+
+    def _street(self, frames: DriveFrames, start: int, stop: int, region: Region, params: SceneParams):
+        """Frames ``start:stop``'s street through ``region`` (B×3×h×w) and, on a wet street, its road's mirror weight
+        (B×1×h×w) and mirror (B×3×h×w) (``street.street_backdrop``; None, None when dry)."""
+        from physattack.drive.street import street_backdrop
+
+        wet = getattr(frames.weather, "wetness", 0) > 0
+        drawn = street_backdrop(frames.street, frames[start:stop].road_cameras(self.dashcam), region, params.lights(),
+                                frames.weather, frames.headlights, frames.yaw_deg, reflections=wet)
+        return drawn if wet else (drawn, None, None)
+
+    def _reflect(self, out: Tensor, views, win: Region, foot_v: float, gloss: Tensor, mirror: Tensor,
+                 region: Region) -> Tensor:
+        """``out`` (3×h×w of ``region``) with the sign's window (``views``, premultiplied, at ``win``) reflected in
+        the wet road: flipped about ``foot_v``, the row of the road below the sign (exact for a level camera on a level
+        road: every point of the face is at one depth), streaked as the street's mirror is (``STREAK_RAD``) and laid
+        over the mirror the street shows there, by its weight ``gloss`` (1×h×w). Differentiable in the window."""
+        from kornia.filters import gaussian_blur2d
+
+        from physattack.drive.weather import STREAK_RAD
+
+        focal = self.dashcam.focal_px
+        sy, sx = STREAK_RAD[0] * focal, STREAK_RAD[1] * focal
+        py, px = math.ceil(3 * sy) + 1, math.ceil(3 * sx) + 1
+        layer = torch.cat([views.images[0], views.alpha[0]]).flip(1)[None]            # upside down
+        layer = gaussian_blur2d(F.pad(layer, (px, px, py, py)), (2 * py + 1, 2 * px + 1), (sy, sx))[0]
+        top, left = round(2 * foot_v - win[3]) - py, win[0] - px                    # full-frame pixels
+        x0, y0, x1, y1 = region
+        ix0, iy0 = max(left, x0), max(top, y0)
+        ix1, iy1 = min(left + layer.shape[2], x1), min(top + layer.shape[1], y1)
+        if ix1 <= ix0 or iy1 <= iy0:
+            return out
+        src = layer[:, iy0 - top:iy1 - top, ix0 - left:ix1 - left]
+        dst = (slice(None), slice(iy0 - y0, iy1 - y0), slice(ix0 - x0, ix1 - x0))
+        out = out.clone()
+        out[dst] = out[dst] + gloss[dst].to(out) * (src[:3] - src[3:] * mirror[dst].to(out))
         return out
 
     def _post_below(self, verts: Tensor, frames: DriveFrames):
@@ -162,8 +196,7 @@ class DriveRenderer:
         if len(frames) == 0:
             return None
         foot = -float(verts[:, 1].min())                       # the scene's post ends this far below the face centre
-        height = (frames.sign_height_m if frames.sign_height_m is not None
-                  else self.dashcam.height_m - float(frames.camera_m[0, 1]))
+        height = self._sign_height(frames)
         if height < foot - 1e-3:
             raise InputError(f"drive.drives.sign_height_m={height:g} puts the scene's {foot:g}-m post below the road; "
                              f"use a height of at least {foot:g} m (a higher one gets a longer post).")
@@ -174,6 +207,11 @@ class DriveRenderer:
 
         return Occluder("post", polygons=(_quad(-0.025, 0.025, -height, -foot + 0.01, -0.002, -0.002, POST,
                                                 (0, 0, 1)),))
+
+    def _sign_height(self, frames: DriveFrames) -> float:
+        """The sign's face centre above the road, in metres."""
+        return (frames.sign_height_m if frames.sign_height_m is not None
+                else self.dashcam.height_m - float(frames.camera_m[0, 1]))
 
     def full_region(self) -> Region:
         return 0, 0, self.dashcam.width_px, self.dashcam.height_px
@@ -221,7 +259,13 @@ class DriveRenderer:
         for start in range(0, len(frames), batch):
             rows = range(start, min(start + batch, len(frames)))
             params = frames.params[start:rows.stop]
-            out = self._backdrop(frames, start, rows.stop, region, params, texture.device)
+            wet = frames.street is not None and getattr(frames.weather, "wetness", 0) > 0
+            if wet:                                  # the road's mirror, for the sign's reflection in it
+                out, gloss, mirror = self._street(frames, start, rows.stop, region, params)
+                out = out.to(texture.device)
+                foot = cams.project(torch.tensor([[0.0, -self._sign_height(frames), 0.0]], dtype=cams.R.dtype))[0]
+            else:
+                out = self._backdrop(frames, start, rows.stop, region, params, texture.device)
             clear = out.clone() if frames.crest is not None else None     # what the road before a crest shows
             if post is not None:                                   # the post down to the road, behind the sign
                 out = post.cover(out, frames[start:rows.stop].cameras(self.dashcam), region, params, frames.weather)
@@ -251,6 +295,9 @@ class DriveRenderer:
                                                          frames.weather, frames.params[i]))
                 if float(views.boxes[0, 2]) > 0:
                     boxes[i] = views.boxes[0].cpu() + torch.tensor([win[0], win[1], win[0], win[1]]).float()
+                if wet:
+                    out = torch.cat([out[:j], self._reflect(out[j], views, win, float(foot[i, 0, 1]), gloss[j],
+                                                            mirror[j], region)[None], out[j + 1:]])
                 # paste the part of the window inside the region, composited over the region's background
                 ix0, iy0, ix1, iy1 = max(win[0], x0), max(win[1], y0), min(win[2], x1), min(win[3], y1)
                 if ix1 <= ix0 or iy1 <= iy0:

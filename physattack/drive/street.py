@@ -53,11 +53,13 @@ CAR_PAINT = ((0.70, 0.10, 0.10), (0.15, 0.18, 0.45), (0.80, 0.80, 0.80), (0.12, 
 
 @dataclass(frozen=True)
 class Polygon:
-    """A flat polygon: N×3 vertices (metres, the sign's coordinates), its RGB albedo and unit normal."""
+    """A flat polygon: N×3 vertices (metres, the sign's coordinates), its RGB albedo and unit normal; ``wet``: a
+    paved surface that holds a film of water in the rain (darker, and a mirror: ``physattack.drive.weather``)."""
 
     points: np.ndarray
     colour: tuple[float, float, float]
     normal: tuple[float, float, float]
+    wet: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,7 @@ class Street:
         return _bent(self) if self.curve is not None else _layout(self)
 
 
-def _quad(x0, x1, y0, y1, z0, z1, colour, normal) -> Polygon:
+def _quad(x0, x1, y0, y1, z0, z1, colour, normal, wet: bool = False) -> Polygon:
     """An axis-aligned rectangle: on the ground (y0 == y1), facing the road (x0 == x1) or the car (z0 == z1)."""
     if y0 == y1:
         pts = [[x0, y0, z0], [x1, y0, z0], [x1, y0, z1], [x0, y0, z1]]
@@ -125,7 +127,7 @@ def _quad(x0, x1, y0, y1, z0, z1, colour, normal) -> Polygon:
         pts = [[x0, y0, z0], [x0, y1, z0], [x0, y1, z1], [x0, y0, z1]]
     else:
         pts = [[x0, y0, z0], [x1, y0, z0], [x1, y1, z0], [x0, y1, z0]]
-    return Polygon(np.asarray(pts, dtype=np.float64), tuple(colour), tuple(normal))
+    return Polygon(np.asarray(pts, dtype=np.float64), tuple(colour), tuple(normal), wet)
 
 
 def _jitter(colour, rng: np.random.Generator, amount: float = 0.08) -> tuple[float, float, float]:
@@ -149,27 +151,27 @@ def _layout(street: Street) -> tuple[list[Polygon], list[SignFace]]:
     z_far, z_near = -L, L
     polys: list[Polygon] = []
     left = e - 2 * w                                                  # the oncoming lane's left edge
-    polys.append(_quad(left, e, g, g, z_far, z_near, _jitter(ASPHALT, rng), (0, 1, 0)))
-    polys.append(_quad(e - 0.25, e - 0.1, g, g, z_far, z_near, MARKING, (0, 1, 0)))                  # edge line
-    polys.append(_quad(left + 0.1, left + 0.25, g, g, z_far, z_near, MARKING, (0, 1, 0)))
+    polys.append(_quad(left, e, g, g, z_far, z_near, _jitter(ASPHALT, rng), (0, 1, 0), wet=True))
+    polys.append(_quad(e - 0.25, e - 0.1, g, g, z_far, z_near, MARKING, (0, 1, 0), wet=True))        # edge line
+    polys.append(_quad(left + 0.1, left + 0.25, g, g, z_far, z_near, MARKING, (0, 1, 0), wet=True))
     centre = e - w
     yellow = (0.85, 0.70, 0.15)
     for z in np.arange(z_far, z_near, 9.0):                                                          # dashed centre
-        polys.append(_quad(centre - 0.06, centre + 0.06, g, g, z, z + 3.0, yellow, (0, 1, 0)))
-    polys.append(_quad(centre, e - 0.1, g, g, -1.6, -1.1, MARKING, (0, 1, 0)))                      # stop line
+        polys.append(_quad(centre - 0.06, centre + 0.06, g, g, z, z + 3.0, yellow, (0, 1, 0), wet=True))
+    polys.append(_quad(centre, e - 0.1, g, g, -1.6, -1.1, MARKING, (0, 1, 0), wet=True))            # stop line
     kerb_h = 0.15
     for side, x_road, sign in (("right", e, 1.0), ("left", left, -1.0)):
         x_kerb = x_road + sign * 0.2
         polys.append(_quad(x_road, x_road, g, g + kerb_h, z_far, z_near, KERB, (-sign, 0, 0)))
         polys.append(_quad(min(x_road, x_kerb), max(x_road, x_kerb), g + kerb_h, g + kerb_h, z_far, z_near, KERB,
-                           (0, 1, 0)))
+                           (0, 1, 0), wet=True))
         verge = rng.uniform(1.0, 3.0)
         x_verge = x_kerb + sign * verge
         polys.append(_quad(min(x_kerb, x_verge), max(x_kerb, x_verge), g + kerb_h, g + kerb_h, z_far, z_near,
                            _jitter(VERGE, rng), (0, 1, 0)))
         x_walk = x_verge + sign * 2.0
         polys.append(_quad(min(x_verge, x_walk), max(x_verge, x_walk), g + kerb_h, g + kerb_h, z_far, z_near,
-                           _jitter(SIDEWALK, rng), (0, 1, 0)))
+                           _jitter(SIDEWALK, rng), (0, 1, 0), wet=True))
         x_set = max(x_walk + sign * rng.uniform(1.0, 6.0), 1.5) if side == "right" else x_walk - rng.uniform(1.0, 6.0)
         polys.append(_quad(min(x_walk, x_set + sign * 40), max(x_walk, x_set + sign * 40), g + kerb_h, g + kerb_h,
                            z_far, z_near, _jitter(VERGE, rng, 0.2), (0, 1, 0)))                      # yards, lots
@@ -310,14 +312,51 @@ class Pinhole:
 
 
 def render_street(street: Street, camera: Pinhole, region: Region, lights: dict, weather=None,
-                  headlights=None) -> np.ndarray:
+                  headlights=None, reflections: bool = False):
     """The street as one frame's ``camera`` sees it through ``region`` (x0, y0, x1, y1), under ``lights``
     (a lighting preset's fields and its ``color``, RGB), through ``weather``'s fog if it has one
-    (``physattack.drive.weather``: each pixel by its depth). At night, in the car's ``headlights``
+    (``physattack.drive.weather``: each pixel by its depth) and on its wet street if it has one (the paved
+    surfaces darker and mirroring the street and the sky). At night, in the car's ``headlights``
     (``physattack.drive.night``), the other signs' faces retroreflect as the stop sign's does. Returns h×w×3 float32
-    in [0, 1]."""
-    from physattack.drive.weather import airlight, transmission
+    in [0, 1]; with ``reflections``, also the wet road's mirror weight (h×w: 0 where nothing is wet) and the mirror
+    it shows (h×w×3, the street upside down, blurred and fogged), for what the street does not hold (the sign)."""
+    from physattack.drive.weather import STREAK_RAD, WET_DARKENING, airlight, road_gloss, transmission
 
+    wet = weather is not None and weather.wetness > 0
+    image, depth, wet_mask, horizon = _draw(street, camera, region, lights, weather, headlights,
+                                            darken=WET_DARKENING if wet else 1.0)
+    foggy = weather is not None and weather.visibility_m is not None
+    haze = airlight(lights["ambient"], lights["diffuse"], lights["color"])
+    if foggy:
+        t = transmission(depth, weather)[..., None]
+        image = image * t + haze * (1 - t)
+    if not wet:
+        image = np.clip(image, 0, 1)
+        return (image, np.zeros(image.shape[:2], np.float32), np.zeros_like(image)) if reflections else image
+    focal = camera.focal_px
+    sy, sx = STREAK_RAD[0] * focal, STREAK_RAD[1] * focal
+    py, px = math.ceil(3 * sy) + 1, math.ceil(3 * sx) + 1    # the blur reads this far: drawn, a region is the frame
+    x0, y0, x1, y1 = region
+    mirror, mirror_depth, _, _ = _draw(street, camera, (x0 - px, y0 - py, x1 + px, y1 + py), lights, weather,
+                                       headlights, mirror=True)
+    if foggy:                                         # the reflected light's whole path: the mirrored depth
+        t = transmission(mirror_depth, weather)[..., None]
+        mirror = mirror * t + haze * (1 - t)
+    mirror = cv2.GaussianBlur(mirror, (0, 0), sigmaX=sx, sigmaY=sy, borderType=cv2.BORDER_REPLICATE)
+    mirror = np.ascontiguousarray(mirror[py:py + y1 - y0, px:px + x1 - x0])
+    rows = np.arange(y1 - y0, dtype=np.float64) + 0.5
+    gloss = road_gloss(rows, horizon, focal, weather)[:, None] * wet_mask
+    image = np.clip(image + gloss[..., None] * mirror, 0, 1)
+    return (image, gloss, mirror) if reflections else image
+
+
+def _draw(street: Street, camera: Pinhole, region: Region, lights: dict, weather, headlights, darken: float = 1.0,
+          mirror: bool = False):
+    """The street's polygons and other signs painted far to near through ``region``, before fog: h×w×3 float32, the
+    depth of each pixel (h×w, metres; inf for the sky; only in fog), where the paved surfaces show (h×w, 1 or 0) and
+    the horizon's row. ``darken``: the paved surfaces' albedo factor (wet); ``mirror``: the street reflected in the
+    road (everything above the ground upside down below it, lit as it is; the ground itself left out, the sky above
+    it reflected into it)."""
     R, T, focal_px = camera.R, camera.T, camera.focal_px
     x0, y0, x1, y1 = region
     h, w = y1 - y0, x1 - x0
@@ -326,33 +365,54 @@ def render_street(street: Street, camera: Pinhole, region: Region, lights: dict,
     forward = R[2]                                                   # the optical axis in world coordinates
     horizon = cy - focal_px * forward[1] / max(1e-6, math.hypot(forward[0], forward[2]))
     rows = np.arange(h, dtype=np.float32)[:, None] + 0.5
-    above = np.clip((horizon - rows) / (0.6 * focal_px), 0, 1)           # by the angle above the horizon
-    sky = np.array([0.62, 0.74, 0.90], np.float32) * sky_lit * lights["color"]
+    from physattack.drive.weather import airlight
+
     haze = airlight(lights["ambient"], lights["diffuse"], lights["color"])
-    ground = np.array([0.33, 0.38, 0.28], np.float32) * sky_lit * lights["color"]
-    t = np.sqrt(above)[..., None]
-    image = np.where((rows < horizon)[..., None], haze * (1 - t) + sky * t, ground[None, None, :] * np.ones((h, 1, 1)))
+    sky = np.array([0.62, 0.74, 0.90], np.float32) * sky_lit * lights["color"]
+    if mirror:                                                       # the sky, upside down below the horizon
+        t = np.sqrt(np.clip(np.abs(rows - horizon) / (0.6 * focal_px), 0, 1))[..., None]
+        image = haze * (1 - t) + sky * t * np.ones((1, w, 1), np.float32)
+    else:
+        above = np.clip((horizon - rows) / (0.6 * focal_px), 0, 1)          # by the angle above the horizon
+        ground = np.array([0.33, 0.38, 0.28], np.float32) * sky_lit * lights["color"]
+        t = np.sqrt(above)[..., None]
+        image = np.where((rows < horizon)[..., None], haze * (1 - t) + sky * t,
+                         ground[None, None, :] * np.ones((h, 1, 1)))
     image = np.ascontiguousarray(np.broadcast_to(image, (h, w, 3)), dtype=np.float32)
     foggy = weather is not None and weather.visibility_m is not None
-    if foggy:                    # depth: the ground plane's below the horizon (a level camera), the sky's infinite
+    depth = None
+    if foggy and mirror:
+        depth = np.full((h, w), np.inf, np.float32)
+    elif foggy:                  # depth: the ground plane's below the horizon (a level camera), the sky's infinite
         lens_height = float((-R.T @ T)[1]) - street.ground_y
         depth = np.where(rows > horizon + 1e-3, lens_height * focal_px / np.maximum(rows - horizon, 1e-3), np.inf)
         depth = np.ascontiguousarray(np.broadcast_to(depth, (h, w)), dtype=np.float32)
+    paved = np.zeros((h, w), np.float32)
+    flip = np.array([1.0, -1.0, 1.0])
+    ground_y = street.ground_y
+
+    def placed(points: np.ndarray) -> np.ndarray:             # the mirror's points: reflected about the ground
+        return points * flip + np.array([0.0, 2 * ground_y, 0.0]) if mirror else points
+
     near = 0.3
     polys, faces = street.polygons()
     items = []
     for p in polys:
-        projected = project_polygon(p.points, R, T, focal_px, (cx, cy), (w, h), near)
+        if mirror and p.normal[1] and p.points[:, 1].max() < ground_y + 0.5:     # the ground does not mirror itself
+            continue
+        projected = project_polygon(placed(p.points), R, T, focal_px, (cx, cy), (w, h), near)
         if projected is None:
             continue
         uv, far, mean = projected
-        items.append((far, 0, uv, (np.clip(np.asarray(p.colour) * _shade(p.normal, lights), 0, 1),
-                                   None if p.normal[1] else mean)))
+        albedo = np.asarray(p.colour) * (darken if p.wet else 1.0)
+        items.append((far, 0, uv, (np.clip(albedo * _shade(p.normal, lights), 0, 1),
+                                   None if p.normal[1] and not mirror else mean, p.wet)))
     for f in faces:
         rgba, size_m = _sign_face(f.name)
         hw, hh = size_m[0] / 2, size_m[1] / 2
         across = np.array([math.cos(f.heading_rad), 0.0, -math.sin(f.heading_rad)])
-        world = f.centre + np.array([[-hw, hh], [hw, hh], [hw, -hh], [-hw, -hh]]) @ np.stack([across, [0, 1.0, 0]])
+        corners = np.array([[-hw, hh], [hw, hh], [hw, -hh], [-hw, -hh]]) @ np.stack([across, [0, 1.0, 0]])
+        world = placed(f.centre + corners)
         cam = world @ R.T + T
         if (cam[:, 2] < near).any():
             continue
@@ -367,17 +427,17 @@ def render_street(street: Street, camera: Pinhole, region: Region, lights: dict,
         if kind == 0:
             pts = np.round((uv - 0.5) * 16).astype(np.int32)            # pixel i's centre at i + 0.5; 1/16 px
             cv2.fillPoly(image, [pts], tuple(float(c) for c in paint[0]), lineType=cv2.LINE_AA, shift=4)
-            if foggy and paint[1] is not None:                          # a standing surface: its own depth
+            cv2.fillPoly(paved, [pts], float(paint[2]), lineType=cv2.LINE_8, shift=4)
+            if depth is not None and paint[1] is not None:              # a standing surface: its own depth
                 cv2.fillPoly(depth, [pts], paint[1], lineType=cv2.LINE_8, shift=4)
         else:
             cover = _paste_face(image, paint[0], paint[1], uv)
-            if foggy and cover is not None:
+            if cover is not None:
                 win, alpha = cover
-                depth[win[1]:win[3], win[0]:win[2]][alpha > 0.5] = far
-    if foggy:
-        t = transmission(depth, weather)[..., None]
-        image = image * t + haze * (1 - t)
-    return np.clip(image, 0, 1)
+                paved[win[1]:win[3], win[0]:win[2]][alpha > 0.5] = 0.0
+                if depth is not None:
+                    depth[win[1]:win[3], win[0]:win[2]][alpha > 0.5] = far
+    return image, depth, paved, horizon
 
 
 def _paste_face(image: np.ndarray, rgba: np.ndarray, light: np.ndarray, corners: np.ndarray):
@@ -406,18 +466,21 @@ def light_fields(lights, i: int, yaw_deg: float = 0.0) -> dict:
 
 
 def street_backdrop(street: Street, cameras, region: Region, lights, weather=None, headlights=None,
-                    yaw_deg: float = 0.0) -> Tensor:
+                    yaw_deg: float = 0.0, reflections: bool = False):
     """B×3×h×w: ``street`` behind B frames seen by ``cameras`` (``physattack.render.camera.Cameras`` of the full
     frame, in the road's coordinates), lit by ``lights`` (``physattack.render.shade.Lights``, in the coordinates of a
-    sign turned ``yaw_deg`` on its post), through ``weather``'s fog."""
+    sign turned ``yaw_deg`` on its post), through ``weather``'s fog, on its wet street. With ``reflections``, also the
+    wet road's mirror weight (B×1×h×w) and its mirror (B×3×h×w) (``render_street``)."""
     out = []
     for i in range(len(cameras)):
         light = light_fields(lights, i, yaw_deg)
         pinhole = Pinhole(cameras.R[i].double().cpu().numpy(), cameras.T[i].double().cpu().numpy(),
                           float(cameras.focal_px[i]), tuple(float(v) for v in cameras.principal_px[i]))
-        image = render_street(street, pinhole, region, light, weather, headlights)
-        out.append(torch.from_numpy(image).permute(2, 0, 1))
-    return torch.stack(out)
+        drawn = render_street(street, pinhole, region, light, weather, headlights, reflections)
+        out.append(torch.cat([torch.from_numpy(np.atleast_3d(a)).permute(2, 0, 1) for a in drawn])
+                   if reflections else torch.from_numpy(drawn).permute(2, 0, 1))
+    out = torch.stack(out)
+    return (out[:, :3], out[:, 3:4], out[:, 4:]) if reflections else out
 
 
 #: streets of these seeds and above are the held-out drives' (``drive.drives.street_seed``); EOT draws below them

@@ -8,8 +8,19 @@ plane's row by row, every other surface by its own), a background image as if 20
 (NOTES.md); this is the analytic model it points to.
 
 **Rain** adds streaks (kornia's ``RandomRain``, drawn from the frame's noise seed, as many per pixel in a
-region as in the full frame) over a light fog (``visibility_m`` 1000 m: rain takes contrast too). Wet roads and
-a wiper are not modelled.
+region as in the full frame) over a light fog (``visibility_m`` 1000 m: rain takes contrast too), on a wet street.
+
+**A wet street** (``wetness`` > 0: ``rain``, and ``wet``, the street after the rain) has a film of water on its road,
+markings, kerbs and sidewalks. Wet, a rough surface is darker (``WET_DARKENING`` of its dry albedo: light trapped
+in the film is absorbed more; Lekner and Dorf, "Why some things are darker when wet", Applied Optics 27(7), 1988),
+and the film mirrors what stands above it: the street, the sky and the sign, upside down below them (``street.py``
+renders the street mirrored about the ground; ``render.py`` flips the sign's own window about its foot, which is
+exact for a level camera on a level road). The mirror is weighted by water's Fresnel reflectance at each road
+pixel's angle (Schlick's approximation, n = 1.33: 2 % looking straight down, over half at a dashcam's grazing
+angles) times ``wetness`` (how much of the road is smooth film rather than rough, wet asphalt), and streaked along
+the view (a rough film blurs a reflection far more along the road than across it: ``STREAK_RAD``). The reflected
+light travels the object's whole mirrored distance through fog, so the mirror is fogged by that depth. A wiper is
+not modelled.
 """
 
 from __future__ import annotations
@@ -23,15 +34,20 @@ from torch import Tensor
 
 BACKDROP_DEPTH_M = 200.0       # a background image's depth for fog
 FULL_FRAME_PX = 1920 * 1080    # rain density: drops per this many pixels
+WET_DARKENING = 0.55           # a wet road's albedo over its dry one (Lekner and Dorf 1988: about half for asphalt)
+WATER_R0 = ((1.33 - 1) / (1.33 + 1)) ** 2      # water's reflectance at normal incidence (Schlick's R0), 0.020
+STREAK_RAD = (0.012, 0.002)    # a wet road's blur of its reflection, along the view and across it (std, radians)
 
 
 @dataclass(frozen=True)
 class Weather:
-    """A weather preset: fog of ``visibility_m`` (None: clear air) and ``drops`` rain streaks per full frame."""
+    """A weather preset: fog of ``visibility_m`` (None: clear air), ``drops`` rain streaks per full frame and a wet
+    street's ``wetness`` (0: dry; the share of the road's Fresnel reflection a film of water gives it)."""
 
     name: str
     visibility_m: float | None = None
     drops: int = 0
+    wetness: float = 0.0
 
     @property
     def beta(self) -> float:
@@ -42,7 +58,8 @@ WEATHER: dict[str, Weather] = {w.name: w for w in (
     Weather("clear"),
     Weather("fog", visibility_m=150.0),
     Weather("haze", visibility_m=400.0),
-    Weather("rain", visibility_m=1000.0, drops=1500),
+    Weather("rain", visibility_m=1000.0, drops=1500, wetness=0.6),
+    Weather("wet", wetness=0.6),
 )}
 
 
@@ -72,6 +89,21 @@ def fogged(layer: Tensor, alpha: Tensor, depth_m: float, weather: Weather, param
     return fog_layer(layer, alpha, depth_m, weather, torch.tensor(air, device=layer.device))
 
 
+def water_reflectance(cos_incidence):
+    """Water's Fresnel reflectance (Schlick's approximation, unpolarised) at an angle of incidence given by its
+    cosine (a number, an array or a tensor): ``WATER_R0`` looking straight down, 1 at grazing incidence."""
+    return WATER_R0 + (1 - WATER_R0) * (1 - cos_incidence) ** 5
+
+
+def road_gloss(rows, horizon: float, focal_px: float, weather: Weather):
+    """The mirror's weight on a wet level road at image ``rows`` (pixel centres; an array) of a level camera whose
+    horizon is at row ``horizon``: ``wetness`` times water's reflectance at the angle the ray through the row meets
+    the road (its angle below the horizon; 0 above the horizon, where the ray never meets it)."""
+    below = np.maximum(np.asarray(rows, dtype=np.float64) - horizon, 0.0)
+    cos_i = below / np.hypot(below, focal_px)                 # the ray's angle below the horizon, from the normal
+    return np.where(below > 0, weather.wetness * water_reflectance(cos_i), 0.0).astype(np.float32)
+
+
 def add_rain(images: Tensor, weather: Weather, seeds: Tensor) -> Tensor:
     """``images`` (B×3×h×w) with rain streaks, each image's from its seed; as many streaks per pixel as
     ``weather.drops`` over a full 1920×1080 frame."""
@@ -92,4 +124,5 @@ def add_rain(images: Tensor, weather: Weather, seeds: Tensor) -> Tensor:
     return torch.cat(out).to(images.dtype)
 
 
-__all__ = ["BACKDROP_DEPTH_M", "WEATHER", "Weather", "add_rain", "airlight", "fog_layer", "fogged", "transmission"]
+__all__ = ["BACKDROP_DEPTH_M", "STREAK_RAD", "WATER_R0", "WEATHER", "WET_DARKENING", "Weather", "add_rain", "airlight",
+           "fog_layer", "fogged", "road_gloss", "transmission", "water_reflectance"]
