@@ -74,6 +74,12 @@ class QuerySettings:
             channels: a third of the dimensions to estimate, for the budget's few hundred steps).
         keep: nes: the weight of the ``init=`` run's victims' own loss gradient (their capped margin on the step's
             views; the red team holds them) added to every step, so the patch keeps fooling them; 0: off.
+        select: images between checks of the current patch on one fixed held-aside draw (of ``select_draws`` draws
+            like a step's: its views, or its approach windows), asked of the victim and **counted** against the
+            budget; the patch handed back is the best one checked (most of the draw won, then the lowest loss), not
+            the last. 0: off (the last patch). A query optimizer's last patch is wherever its last steps put it.
+        select_draws: step-sized draws pooled into the held-aside draw (more: a steadier estimate, more images a
+            check).
     """
 
     answers: str = "scores"
@@ -91,6 +97,8 @@ class QuerySettings:
     judge_views: int = 96
     basis: str = "rgb"
     keep: float = 0.0
+    select: int = 0
+    select_draws: int = 2
 
     def __post_init__(self) -> None:
         E, k = QueryAttackError, "attack.query."
@@ -115,6 +123,10 @@ class QuerySettings:
                                          why="images between quick-grid judgements; 0: only at the start and end")
         self.judge_views = E.check_range(k + "judge_views", self.judge_views, 1, integer=True)
         E.check_range(k + "keep", self.keep, 0, why="the weight of the init= run's victims' own loss")
+        self.select = E.check_range(k + "select", self.select, 0, integer=True,
+                                    why="images between checks on the held-aside draw; 0: keep the last patch")
+        self.select_draws = E.check_range(k + "select_draws", self.select_draws, 1, 64, integer=True,
+                                          why="step-sized draws in the held-aside draw")
         if self.keep and self.method != "nes":
             raise E(f"{k}keep steers nes's steps; with {k}optimizer={self.optimizer} set {k}keep=0.")
 
@@ -287,6 +299,8 @@ class QueryRun:
         self.generator = torch.Generator().manual_seed(run.seed)
         self.history: list[dict] = []
         self.curve: list[dict] = []
+        self.checks: list[dict] = []
+        self.best: tuple | None = None              # ((success, -loss), offset, check) of the best patch checked
         self.step = 0
 
     def members_of(self, guide, scene) -> list[tuple[str, object, Goal]]:
@@ -385,8 +399,30 @@ class QueryRun:
 
     def affords(self, draw) -> bool:
         """Whether the budget left answers every image a step on ``draw`` may ask about (a detector's approach
-        windows draw a varying number of tiles a step)."""
-        return self.victim.can_answer(self.settings.images_per_step(len(draw.params)))
+        windows draw a varying number of tiles a step) and still the last check on the held-aside draw."""
+        return self.victim.can_answer(self.settings.images_per_step(len(draw.params)) + self.reserve)
+
+    # -- keeping the best patch by a counted estimate ----------------------------------------------------
+    def held_aside(self) -> list:
+        """``select_draws`` draws like a step's (its views or approach windows, at the full distribution), from a
+        generator of their own: the steps draw exactly what they would without selection."""
+        st, s, a = self.settings, self.setup, self.attack
+        own = torch.Generator().manual_seed(self.run.seed * 1_000_003 + 77)
+        if hasattr(s.sampler, "windows"):
+            return [a.draw(s.sampler, own, s.scene, self.label, 1.0) for _ in range(st.select_draws)]
+        return [Draw(s.sampler.sample(st.views, own), s.scene.texture, self.label) for _ in range(st.select_draws)]
+
+    def check(self) -> None:
+        """The current patch asked about on the held-aside draws (counted); the best so far is kept."""
+        answers = [self.ask(self.offset.detach(), draw) for draw in self.held]
+        loss = sum(a[0] for a in answers) / len(answers)
+        success = sum(a[1] for a in answers) / len(answers)
+        entry = {"images": self.victim.images, "step": self.step, "success": success, "loss": loss}
+        self.checks.append(entry)
+        if self.tracker is not None:
+            self.tracker.log({"query/held_aside_success": success}, step=self.step)
+        if self.best is None or (success, -loss) > self.best[0]:
+            self.best = ((success, -loss), self.offset.detach().clone(), entry)
 
     def nes_step(self, adam) -> dict | None:
         draw, progress = self.draw()
@@ -455,13 +491,22 @@ class QueryRun:
         adam = torch.optim.Adam([self.offset], lr=st.lr) if st.method == "nes" else None
         if adam is not None:
             self.offset.requires_grad_(True)          # Adam's parameter; never part of a graph (no victim sees it)
+        self.held = self.held_aside() if st.select else []
+        self.reserve = sum(len(draw.params) for draw in self.held)      # the most images one check asks about
+        if self.held and not victim.can_answer(cost + 2 * self.reserve):
+            raise QueryAttackError(f"attack.queries={victim.budget} leaves no step between the first and last checks "
+                                   f"on the held-aside draw ({self.reserve} images each, {cost} a step); raise "
+                                   f"attack.queries or lower attack.query.select_draws.")
         self.judge()
+        if self.held:
+            self.check()
         next_judge = st.judge_every or math.inf
+        next_check = st.select or math.inf
         bar = tqdm(total=victim.budget, desc=f"queries ({st.method}, {st.answers})", unit="img",
                    disable=not self.run.progress)
         ema = 0.0
         try:
-            while victim.can_answer(cost) and not self.attack._signals.stop:
+            while victim.can_answer(cost + self.reserve) and not self.attack._signals.stop:
                 before = victim.images
                 record = self.nes_step(adam) if adam is not None else self.search_step()
                 if record is None:                    # this step's draw would overrun the budget
@@ -474,18 +519,25 @@ class QueryRun:
                     self.tracker.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=self.step)
                 bar.update(victim.images - before)
                 bar.set_postfix(success=f"{ema:.2f}")
+                if victim.images >= next_check and victim.can_answer(cost + 2 * self.reserve):
+                    self.check()
+                    next_check = victim.images + st.select
                 if victim.images >= next_judge:
                     self.judge()
                     next_judge = (victim.images // st.judge_every + 1) * st.judge_every
         finally:
             bar.close()
+        if self.held:                                 # the last patch checked too, then the best one handed back
+            self.check()
+            with torch.no_grad():
+                self.offset.copy_(self.best[1])
         if not self.curve or self.curve[-1]["images"] != victim.images:
             self.judge()
         return {"victim": victim.name, "answers": st.answers, "optimizer": st.method, "images": victim.images,
                 "budget": victim.budget, "steps": self.step, "images_per_step": cost, "blocks": self.blocks.blocks,
                 "block_px": self.blocks.cell_px, "basis": st.basis, "start": st.start, "curve": self.curve,
-                "keep": st.keep, "kept": [n for n, _, _ in self.members],
-                "gradient_calls": 0}
+                "keep": st.keep, "kept": [n for n, _, _ in self.members], "select": st.select, "checks": self.checks,
+                "selected": self.best[2] if self.best is not None else None, "gradient_calls": 0}
 
 
 def run_query(attack, setup, run, run_dir: str | Path, tracker=None):

@@ -118,6 +118,35 @@ def test_the_grey_basis_moves_each_block_by_one_brightness(tmp_path, no_backward
     assert abs(float(colour.mean()) - 0.85) < 0.08 < abs(0.5 - 0.85)
 
 
+def test_select_hands_back_the_best_patch_its_counted_checks_saw(tmp_path, no_backward):
+    """From the optimum, the random search drifts along ties (a child no worse on the step's views is taken);
+    ``select`` checks the patch on a held-aside draw every 256 images, counts those images, and hands back the best
+    patch checked: here the start."""
+    def run(select: int):
+        setup = setup_for(Planted(radius=0.3), std=0.15)
+        with torch.no_grad():
+            colours = setup.patch.colors().clone()
+            colours[:, 4:12, 4:12] = BEST[:, None, None]
+            setup.patch.set_colors(colours)
+        query = {"answers": "labels", "optimizer": "search", "views": 16, "cell_mm": None, "samples": 4,
+                 "epsilon": 0.3, "change": 0.5, "select": select}
+        result = EOTAttack(method="query", queries=6_000, query=query).run(setup, RunConfig(progress=False), tmp_path)
+        return result.queries, float(torch.linalg.norm(sticker_colour(setup) - BEST))
+
+    last, drift = run(0)
+    assert drift > 0.05 and last["checks"] == [] and last["selected"] is None
+    q, kept = run(256)
+    assert kept < 1e-4 and q["selected"]["images"] == q["checks"][0]["images"] == 32      # the start, checked first
+    assert q["images"] == q["steps"] * 16 * 5 + len(q["checks"]) * 2 * 16 <= 6_000         # every check counted
+    assert len(q["checks"]) > 10 and q["checks"][-1]["step"] == q["steps"]                 # the last patch checked too
+    with pytest.raises(AttackError, match="attack.query.select_draws"):
+        EOTAttack(method="query", query={"select": 100, "select_draws": 0})
+    with pytest.raises(AttackError, match="leaves no step between the first and last checks"):
+        EOTAttack(method="query", queries=130, query={"optimizer": "search", "views": 16, "cell_mm": None,
+                                                      "samples": 4, "select": 64}).run(
+            setup_for(Planted(), std=0.1), RunConfig(progress=False), tmp_path)
+
+
 def test_decision_based_mode_never_sees_a_score(tmp_path, monkeypatch):
     from physattack.victims import query
 

@@ -152,7 +152,19 @@ def query_line(q: dict) -> str:
               f"(keep={q['keep']:g})") if q.get("kept") else ""
     return (f"queries: {_n(q['images'])} images asked of {q['victim']} ({q['answers']}, {q['optimizer']}, {q['steps']} "
             f"steps of {q['images_per_step']}, {q['blocks']} {q.get('basis', 'rgb')} blocks); quick-grid success {first:.1%} -> "
-            f"{last:.1%} ({to}); no gradient asked of {q['victim']}{guided}")
+            f"{last:.1%} ({to}){selected_line(q)}; no gradient asked of {q['victim']}{guided}")
+
+
+def selected_line(q: dict) -> str:
+    """Which patch a run with ``attack.query.select`` handed back, by its counted checks ('' without them)."""
+    checks, chosen = q.get("checks") or [], q.get("selected")
+    if not checks or chosen is None:
+        return ""
+    last = checks[-1]
+    which = ("the last patch" if chosen["images"] == last["images"] else
+             f"the patch of {_n(chosen['images'])} images, not the last ({last['success']:.1%})")
+    return (f"; kept {which}: {chosen['success']:.1%} of the held-aside draw won, best of {len(checks)} counted "
+            f"checks")
 
 
 def _n(count: int) -> str:
@@ -207,6 +219,12 @@ def write_query_plot(path: Path, q: dict, what: str | None = None) -> Path:
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     xs = [p["images"] for p in q["curve"]]
     ax.plot(xs, [100 * p["success"] for p in q["curve"]], marker="o", ms=3, label="quick grid (judged)")
+    if q.get("checks"):
+        ax.plot([p["images"] for p in q["checks"]], [100 * p["success"] for p in q["checks"]], marker=".", ms=3,
+                lw=0.8, label="held-aside draw (asked, counted)")
+        if q.get("selected"):
+            ax.plot([q["selected"]["images"]], [100 * q["selected"]["success"]], marker="*", ms=9, ls="",
+                    color="C3", label="patch handed back")
     for level in (80, 90):
         ax.axhline(level, color="grey", lw=0.6, ls=":")
     ax.set_xlabel("images queried")
