@@ -2,6 +2,7 @@
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/drive_speed.py [--repeats 3 --threads 2]
     OMP_WAIT_POLICY=PASSIVE python benchmarks/drive_speed.py --worlds backdrop street --light night --weather rain
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/drive_speed.py --worlds street --weather clear wet --repeats 1
 
 The drive: a 1920×1080, 90° dashcam (conf/drive/default.yaml) at 27 km/h, 4 m beside a stop sign,
 from 80 m: 300 frames. Each frame is rendered (the sign in a window at sensor resolution over the
@@ -15,7 +16,8 @@ divided by the threads: on cores shared with other work the wall time grows with
 time much less, so that quotient is what two idle cores would take. ``--worlds backdrop street`` measures
 the same drive over a background image and over a procedural street (``physattack/drive/street.py``) in
 one run and prints the street's cost as a ratio to the backdrop's; ``--light`` and ``--weather`` choose the
-drive's light (dusk, night: headlights) and weather (fog, rain).
+drive's light (dusk, night: headlights) and weather (fog, rain, wet: a wet street mirrors the street and the sign);
+several weathers are measured in turn too (every world in every weather, the later ones as ratios to the first).
 """
 
 from __future__ import annotations
@@ -73,24 +75,25 @@ def main() -> None:
     ap.add_argument("--worlds", nargs="+", default=["backdrop"], choices=["backdrop", "street"],
                     help="what stands behind the sign; several: each measured, the later ones as ratios to the first")
     ap.add_argument("--light", default="noon", help="the drive's light (noon, overcast, low_sun, dusk, night)")
-    ap.add_argument("--weather", default="clear", help="clear, fog, haze or rain")
+    ap.add_argument("--weather", nargs="+", default=["clear"], help="clear, fog, haze, rain or wet; several: each")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     medians = {}
-    for world in args.worlds:
-        print(f"== {world}")
-        medians[world] = measure(args, world)
-    first = args.worlds[0]
-    for world in args.worlds[1:]:
-        print(f"{world}: median wall time {medians[world]:.1f} s = {medians[world] / medians[first]:.2f} x {first}'s "
+    for weather in args.weather:
+        for world in args.worlds:
+            print(f"== {world}, {weather}")
+            medians[f"{world}, {weather}"] = measure(args, world, weather)
+    first, *rest = medians
+    for key in rest:
+        print(f"{key}: median wall time {medians[key]:.1f} s = {medians[key] / medians[first]:.2f} x {first}'s "
               f"{medians[first]:.1f} s, measured in the same run")
 
 
-def measure(args, world: str) -> float:
+def measure(args, world: str, weather: str) -> float:
     """Judge the drive ``args.repeats`` times over ``world``; print the figures, return the median wall time."""
     scene = load_scene("stop_sign")
     dashcam = Dashcam()
-    drive = Drive(speed_kmh=27.0, lane_offset_m=4.0, start_m=80.0, fps=30.0, light=args.light, weather=args.weather,
+    drive = Drive(speed_kmh=27.0, lane_offset_m=4.0, start_m=80.0, fps=30.0, light=args.light, weather=weather,
                   street=50_000 if world == "street" else None)
     frames = drive.frames(dashcam, scene.texture_size_m)
     assert len(frames) >= args.frames, f"the drive has only {len(frames)} frames"
