@@ -19,15 +19,19 @@ QUERY = ["attack.method=query", "victim=zoo_convnext_atto", "attack.query.sample
 def test_a_query_run_refines_the_init_patch_and_says_what_it_asked(finished_run, in_tmp):
     out = in_tmp / "q"
     proc = run_module("physattack", ["+scene=stop_sign", "attack=yield", *TINY, *QUERY, f"init={finished_run}",
-                                     "attack.queries=100", "attack.query.keep=0.5", "~evaluation.victims.zoo_vit",
+                                     "attack.queries=100", "attack.query.keep=0.5", "attack.query.select=1",
+                                     "attack.query.select_draws=1", "~evaluation.victims.zoo_vit",
                                      "~evaluation.victims.zoo_resnet10t_96", f"hydra.run.dir={out}"], in_tmp)
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads((out / "metrics.json").read_text())
     q = m["query"]
     assert m["kind"] == "query" and q["victim"] == "zoo_convnext_atto" and q["answers"] == "scores"
-    # the tiny approach: one drive of one 5-frame window and two views, 2 antithetic pairs: at most 28 images a step
-    assert q["images_per_step"] == 28 and 0 < q["images"] <= 100 and q["images"] + 28 > 100
+    # the tiny approach: one drive of one 5-frame window and two views, 2 antithetic pairs: at most 28 images a step;
+    # a check of the patch on the held-aside draw (one such window and two views) after every step: at most 7 more
+    assert q["images_per_step"] == 28 and 0 < q["images"] <= 100 and q["images"] + 28 + 7 > 100
     assert q["curve"][0]["images"] == 0 and q["curve"][-1]["images"] == q["images"]
+    assert q["select"] == 1 and len(q["checks"]) == q["steps"] + 1 and q["checks"][-1]["images"] == q["images"]
+    assert q["selected"] in q["checks"] and "counted checks" in m["headline"] + proc.stdout
     assert q["attacked_by_gradient"] == ["signnet"] and m["init"]["run"] == str(finished_run)
     assert q["keep"] == 0.5 and q["kept"] == ["signnet"] and q["gradient_calls"] == 0   # init's victim steers
     rows = m["heldout"]["victims"]["members"]
