@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -119,7 +119,7 @@ class Street:
         return _bent(self) if self.curve is not None else _layout(self)
 
 
-def _quad(x0, x1, y0, y1, z0, z1, colour, normal, wet: bool = False) -> Polygon:
+def _quad(x0, x1, y0, y1, z0, z1, colour, normal) -> Polygon:
     """An axis-aligned rectangle: on the ground (y0 == y1), facing the road (x0 == x1) or the car (z0 == z1)."""
     if y0 == y1:
         pts = [[x0, y0, z0], [x1, y0, z0], [x1, y0, z1], [x0, y0, z1]]
@@ -127,7 +127,12 @@ def _quad(x0, x1, y0, y1, z0, z1, colour, normal, wet: bool = False) -> Polygon:
         pts = [[x0, y0, z0], [x0, y1, z0], [x0, y1, z1], [x0, y0, z1]]
     else:
         pts = [[x0, y0, z0], [x1, y0, z0], [x1, y1, z0], [x0, y1, z0]]
-    return Polygon(np.asarray(pts, dtype=np.float64), tuple(colour), tuple(normal), wet)
+    return Polygon(np.asarray(pts, dtype=np.float64), tuple(colour), tuple(normal))
+
+
+def _paved(polygon: Polygon) -> Polygon:
+    """``polygon`` as a paved surface, which holds a film of water in the rain."""
+    return replace(polygon, wet=True)
 
 
 def _jitter(colour, rng: np.random.Generator, amount: float = 0.08) -> tuple[float, float, float]:
@@ -151,27 +156,27 @@ def _layout(street: Street) -> tuple[list[Polygon], list[SignFace]]:
     z_far, z_near = -L, L
     polys: list[Polygon] = []
     left = e - 2 * w                                                  # the oncoming lane's left edge
-    polys.append(_quad(left, e, g, g, z_far, z_near, _jitter(ASPHALT, rng), (0, 1, 0), wet=True))
-    polys.append(_quad(e - 0.25, e - 0.1, g, g, z_far, z_near, MARKING, (0, 1, 0), wet=True))        # edge line
-    polys.append(_quad(left + 0.1, left + 0.25, g, g, z_far, z_near, MARKING, (0, 1, 0), wet=True))
+    polys.append(_paved(_quad(left, e, g, g, z_far, z_near, _jitter(ASPHALT, rng), (0, 1, 0))))
+    polys.append(_paved(_quad(e - 0.25, e - 0.1, g, g, z_far, z_near, MARKING, (0, 1, 0))))        # edge line
+    polys.append(_paved(_quad(left + 0.1, left + 0.25, g, g, z_far, z_near, MARKING, (0, 1, 0))))
     centre = e - w
     yellow = (0.85, 0.70, 0.15)
     for z in np.arange(z_far, z_near, 9.0):                                                          # dashed centre
-        polys.append(_quad(centre - 0.06, centre + 0.06, g, g, z, z + 3.0, yellow, (0, 1, 0), wet=True))
-    polys.append(_quad(centre, e - 0.1, g, g, -1.6, -1.1, MARKING, (0, 1, 0), wet=True))            # stop line
+        polys.append(_paved(_quad(centre - 0.06, centre + 0.06, g, g, z, z + 3.0, yellow, (0, 1, 0))))
+    polys.append(_paved(_quad(centre, e - 0.1, g, g, -1.6, -1.1, MARKING, (0, 1, 0))))            # stop line
     kerb_h = 0.15
     for side, x_road, sign in (("right", e, 1.0), ("left", left, -1.0)):
         x_kerb = x_road + sign * 0.2
         polys.append(_quad(x_road, x_road, g, g + kerb_h, z_far, z_near, KERB, (-sign, 0, 0)))
-        polys.append(_quad(min(x_road, x_kerb), max(x_road, x_kerb), g + kerb_h, g + kerb_h, z_far, z_near, KERB,
-                           (0, 1, 0), wet=True))
+        polys.append(_paved(_quad(min(x_road, x_kerb), max(x_road, x_kerb), g + kerb_h, g + kerb_h, z_far, z_near,
+                                  KERB, (0, 1, 0))))
         verge = rng.uniform(1.0, 3.0)
         x_verge = x_kerb + sign * verge
         polys.append(_quad(min(x_kerb, x_verge), max(x_kerb, x_verge), g + kerb_h, g + kerb_h, z_far, z_near,
                            _jitter(VERGE, rng), (0, 1, 0)))
         x_walk = x_verge + sign * 2.0
-        polys.append(_quad(min(x_verge, x_walk), max(x_verge, x_walk), g + kerb_h, g + kerb_h, z_far, z_near,
-                           _jitter(SIDEWALK, rng), (0, 1, 0), wet=True))
+        polys.append(_paved(_quad(min(x_verge, x_walk), max(x_verge, x_walk), g + kerb_h, g + kerb_h, z_far, z_near,
+                                  _jitter(SIDEWALK, rng), (0, 1, 0))))
         x_set = max(x_walk + sign * rng.uniform(1.0, 6.0), 1.5) if side == "right" else x_walk - rng.uniform(1.0, 6.0)
         polys.append(_quad(min(x_walk, x_set + sign * 40), max(x_walk, x_set + sign * 40), g + kerb_h, g + kerb_h,
                            z_far, z_near, _jitter(VERGE, rng, 0.2), (0, 1, 0)))                      # yards, lots
