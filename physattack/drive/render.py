@@ -158,24 +158,23 @@ class DriveRenderer:
         (B×1×h×w) and mirror (B×3×h×w) (``street.street_backdrop``; None, None when dry)."""
         from physattack.drive.street import street_backdrop
 
-        wet = getattr(frames.weather, "wetness", 0) > 0
+        wet = frames.weather is not None and frames.weather.wet
         drawn = street_backdrop(frames.street, frames[start:stop].road_cameras(self.dashcam), region, params.lights(),
                                 frames.weather, frames.headlights, frames.yaw_deg, reflections=wet)
         return drawn if wet else (drawn, None, None)
 
     def _reflect(self, out: Tensor, views, win: Region, foot_v: float, gloss: Tensor, mirror: Tensor,
-                 region: Region) -> Tensor:
-        """``out`` (3×h×w of ``region``) with the sign's window (``views``, premultiplied, at ``win``) reflected in
-        the wet road: flipped about ``foot_v``, the row of the road below the sign (exact for a level camera on a level
-        road: every point of the face is at one depth), streaked as the street's mirror is (``STREAK_RAD``) and laid
-        over the mirror the street shows there, by its weight ``gloss`` (1×h×w). Differentiable in the window."""
+                 region: Region) -> None:
+        """Adds to ``out`` (3×h×w of ``region``, in place) the sign's window (``views``, premultiplied, at ``win``)
+        reflected in the wet road: flipped about ``foot_v``, the row of the road below the sign (exact for a level
+        camera on a level road: every point of the face is at one depth), streaked as the street's mirror is
+        (``weather.streak_px``) and laid over the mirror the street shows there, by its weight ``gloss`` (1×h×w).
+        Differentiable in the window."""
         from kornia.filters import gaussian_blur2d
 
-        from physattack.drive.weather import STREAK_RAD
+        from physattack.drive.weather import streak_px
 
-        focal = self.dashcam.focal_px
-        sy, sx = STREAK_RAD[0] * focal, STREAK_RAD[1] * focal
-        py, px = math.ceil(3 * sy) + 1, math.ceil(3 * sx) + 1
+        sy, sx, py, px = streak_px(self.dashcam.focal_px)
         layer = torch.cat([views.images[0], views.alpha[0]]).flip(1)[None]            # upside down
         layer = gaussian_blur2d(F.pad(layer, (px, px, py, py)), (2 * py + 1, 2 * px + 1), (sy, sx))[0]
         top, left = round(2 * foot_v - win[3]) - py, win[0] - px                    # full-frame pixels
@@ -183,12 +182,10 @@ class DriveRenderer:
         ix0, iy0 = max(left, x0), max(top, y0)
         ix1, iy1 = min(left + layer.shape[2], x1), min(top + layer.shape[1], y1)
         if ix1 <= ix0 or iy1 <= iy0:
-            return out
+            return
         src = layer[:, iy0 - top:iy1 - top, ix0 - left:ix1 - left]
         dst = (slice(None), slice(iy0 - y0, iy1 - y0), slice(ix0 - x0, ix1 - x0))
-        out = out.clone()
         out[dst] = out[dst] + gloss[dst].to(out) * (src[:3] - src[3:] * mirror[dst].to(out))
-        return out
 
     def _post_below(self, verts: Tensor, frames: DriveFrames):
         """The post from the scene's post's foot down to the road, for a sign mounted higher than the scene's post
@@ -256,14 +253,15 @@ class DriveRenderer:
         meter = self._meter(frames) if metered else torch.ones(len(frames), 4)     # metered once for the call
         gains = meter[:, 0] if dash.auto_exposure else torch.ones(len(frames))
         images, boxes = [], torch.zeros(len(frames), 4)
+        wet = frames.street is not None and frames.weather is not None and frames.weather.wet
+        if wet:                                      # each frame's row of the road under the sign: its mirror's axis
+            foot = cams.project(torch.tensor([[0.0, -self._sign_height(frames), 0.0]], dtype=cams.R.dtype))[0]
         for start in range(0, len(frames), batch):
             rows = range(start, min(start + batch, len(frames)))
             params = frames.params[start:rows.stop]
-            wet = frames.street is not None and getattr(frames.weather, "wetness", 0) > 0
             if wet:                                  # the road's mirror, for the sign's reflection in it
                 out, gloss, mirror = self._street(frames, start, rows.stop, region, params)
                 out = out.to(texture.device)
-                foot = cams.project(torch.tensor([[0.0, -self._sign_height(frames), 0.0]], dtype=cams.R.dtype))[0]
             else:
                 out = self._backdrop(frames, start, rows.stop, region, params, texture.device)
             clear = out.clone() if frames.crest is not None else None     # what the road before a crest shows
@@ -296,8 +294,7 @@ class DriveRenderer:
                 if float(views.boxes[0, 2]) > 0:
                     boxes[i] = views.boxes[0].cpu() + torch.tensor([win[0], win[1], win[0], win[1]]).float()
                 if wet:
-                    out = torch.cat([out[:j], self._reflect(out[j], views, win, float(foot[i, 0, 1]), gloss[j],
-                                                            mirror[j], region)[None], out[j + 1:]])
+                    self._reflect(out[j], views, win, float(foot[i, 0, 1]), gloss[j], mirror[j], region)
                 # paste the part of the window inside the region, composited over the region's background
                 ix0, iy0, ix1, iy1 = max(win[0], x0), max(win[1], y0), min(win[2], x1), min(win[3], y1)
                 if ix1 <= ix0 or iy1 <= iy0:

@@ -325,9 +325,9 @@ def render_street(street: Street, camera: Pinhole, region: Region, lights: dict,
     (``physattack.drive.night``), the other signs' faces retroreflect as the stop sign's does. Returns h×w×3 float32
     in [0, 1]; with ``reflections``, also the wet road's mirror weight (h×w: 0 where nothing is wet) and the mirror
     it shows (h×w×3, the street upside down, blurred and fogged), for what the street does not hold (the sign)."""
-    from physattack.drive.weather import STREAK_RAD, WET_DARKENING, airlight, road_gloss, transmission
+    from physattack.drive.weather import WET_DARKENING, airlight, road_gloss, streak_px, transmission
 
-    wet = weather is not None and weather.wetness > 0
+    wet = weather is not None and weather.wet
     image, depth, wet_mask, horizon = _draw(street, camera, region, lights, weather, headlights,
                                             darken=WET_DARKENING if wet else 1.0)
     foggy = weather is not None and weather.visibility_m is not None
@@ -339,8 +339,7 @@ def render_street(street: Street, camera: Pinhole, region: Region, lights: dict,
         image = np.clip(image, 0, 1)
         return (image, np.zeros(image.shape[:2], np.float32), np.zeros_like(image)) if reflections else image
     focal = camera.focal_px
-    sy, sx = STREAK_RAD[0] * focal, STREAK_RAD[1] * focal
-    py, px = math.ceil(3 * sy) + 1, math.ceil(3 * sx) + 1    # the blur reads this far: drawn, a region is the frame
+    sy, sx, py, px = streak_px(focal)                # the blur reads this far: drawn, so a region is the frame
     x0, y0, x1, y1 = region
     mirror, mirror_depth, _, _ = _draw(street, camera, (x0 - px, y0 - py, x1 + px, y1 + py), lights, weather,
                                        headlights, mirror=True)
@@ -362,6 +361,8 @@ def _draw(street: Street, camera: Pinhole, region: Region, lights: dict, weather
     the horizon's row. ``darken``: the paved surfaces' albedo factor (wet); ``mirror``: the street reflected in the
     road (everything above the ground upside down below it, lit as it is; the ground itself left out, the sky above
     it reflected into it)."""
+    from physattack.drive.weather import airlight
+
     R, T, focal_px = camera.R, camera.T, camera.focal_px
     x0, y0, x1, y1 = region
     h, w = y1 - y0, x1 - x0
@@ -370,8 +371,6 @@ def _draw(street: Street, camera: Pinhole, region: Region, lights: dict, weather
     forward = R[2]                                                   # the optical axis in world coordinates
     horizon = cy - focal_px * forward[1] / max(1e-6, math.hypot(forward[0], forward[2]))
     rows = np.arange(h, dtype=np.float32)[:, None] + 0.5
-    from physattack.drive.weather import airlight
-
     haze = airlight(lights["ambient"], lights["diffuse"], lights["color"])
     sky = np.array([0.62, 0.74, 0.90], np.float32) * sky_lit * lights["color"]
     if mirror:                                                       # the sky, upside down below the horizon
@@ -485,7 +484,7 @@ def street_backdrop(street: Street, cameras, region: Region, lights, weather=Non
         out.append(torch.cat([torch.from_numpy(np.atleast_3d(a)).permute(2, 0, 1) for a in drawn])
                    if reflections else torch.from_numpy(drawn).permute(2, 0, 1))
     out = torch.stack(out)
-    return (out[:, :3], out[:, 3:4], out[:, 4:]) if reflections else out
+    return tuple(part.clone() for part in out.split([3, 1, 3], 1)) if reflections else out  # own storage: drawn over
 
 
 #: streets of these seeds and above are the held-out drives' (``drive.drives.street_seed``); EOT draws below them

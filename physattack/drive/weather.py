@@ -50,6 +50,11 @@ class Weather:
     wetness: float = 0.0
 
     @property
+    def wet(self) -> bool:
+        """Whether the street is wet (its paved surfaces darker, and mirrors)."""
+        return self.wetness > 0
+
+    @property
     def beta(self) -> float:
         return 0.0 if self.visibility_m is None else 3.912 / self.visibility_m
 
@@ -89,6 +94,13 @@ def fogged(layer: Tensor, alpha: Tensor, depth_m: float, weather: Weather, param
     return fog_layer(layer, alpha, depth_m, weather, torch.tensor(air, device=layer.device))
 
 
+def streak_px(focal_px: float) -> tuple[float, float, int, int]:
+    """A wet road's reflection blur on a camera of ``focal_px``: its std along the view and across it in pixels, and
+    how far (rows, columns) the blur reads."""
+    sy, sx = STREAK_RAD[0] * focal_px, STREAK_RAD[1] * focal_px
+    return sy, sx, math.ceil(3 * sy) + 1, math.ceil(3 * sx) + 1
+
+
 def water_reflectance(cos_incidence):
     """Water's Fresnel reflectance (Schlick's approximation, unpolarised) at an angle of incidence given by its
     cosine (a number, an array or a tensor): ``WATER_R0`` looking straight down, 1 at grazing incidence."""
@@ -125,4 +137,4 @@ def add_rain(images: Tensor, weather: Weather, seeds: Tensor) -> Tensor:
 
 
 __all__ = ["BACKDROP_DEPTH_M", "STREAK_RAD", "WATER_R0", "WEATHER", "WET_DARKENING", "Weather", "add_rain", "airlight",
-           "fog_layer", "fogged", "road_gloss", "transmission", "water_reflectance"]
+           "fog_layer", "fogged", "road_gloss", "streak_px", "transmission", "water_reflectance"]
