@@ -204,7 +204,7 @@ def attack_and_report(parts: AttackParts, run: RunConfig, run_dir: Path, tracker
     evaluation = EvaluationSetup(parts.eval_pipeline, parts.grid, run_dir, tracker, run, parts.protocol, export,
                                  parts.colour_model)
     if parts.init is not None:
-        done.init = {"run": parts.init[0], "attacked_by_gradient": list(parts.init[1])}
+        done.init = parts.init[1].record(parts.init[0])
     report = parts.kind.report(done, evaluation)
     report.summary.update(done.stopped())
     if done.init is not None:

@@ -38,7 +38,7 @@ class AttackParts:
     protocol: object | None   # the kind's held-out protocol (``AttackKind.protocol``), or None
     victim_names: list[str]   # what the attacked victim(s) are called in reports
     area: object | None = None    # the area frontier's settings (``evaluation.area``) when the run gets one
-    init: tuple | None = None     # ``init=``: (the run, the victims it attacked by gradient)
+    init: tuple | None = None     # ``init=``: (the run, its Prior: the victims it and its chain attacked)
     guide: object | None = None   # ``init=``'s victim(s), built when a query attack keeps them (attack.query.keep)
 
     @property
@@ -67,7 +67,7 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     if getattr(victim, "members", None) is not None:
         attack.members_of(victim, scene)
     patch = build.make(cfg.patch, scene=scene).to(device)
-    prior = start_from(run.init, cfg, patch, device) if run.init else ()
+    prior = start_from(run.init, cfg, patch, device) if run.init else Prior()
     attack.check_patch(patch, placed=bool(run.init))
     kind = kind_for(attack, victim)
     renderer = build.make(cfg.renderer)
@@ -84,7 +84,7 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     protocol = None
     if cfg.get("evaluation") is not None and cfg.evaluation.enabled:
         protocol, names = kind.protocol(cfg, ProtocolInputs(victim, names, eval_pipeline, (renderer, eval_bank, size),
-                                                            patch, device, prior))
+                                                            patch, device, prior.names))
     area = None
     if protocol is not None:
         area = build.make(cfg.evaluation.get("area") or {"_target_": "physattack.evaluate.area.AreaSettings"})
@@ -106,6 +106,12 @@ def init_victims(init: str | None, device, channels_last: bool = False):
         raise InputError("attack.query.keep uses the gradients of the victims the init= run attacked; give "
                          "init=<a finished run>, or set attack.query.keep=0.")
     folder = open_run(init)
+    if folder.queried:         # a query run's victim was asked, never differentiated: follow its chain to the
+        first = folder.init.get("run")      # gradient run, whose victims the red team holds
+        if not first:
+            raise InputError(f"init={init} is a query run that started from no finished run, so no victim of its "
+                             "was attacked by gradient; set attack.query.keep=0 or give init= a gradient run.")
+        return init_victims(str(first), device, channels_last)
     node = folder.cfg.get("victim")
     if node is None:
         raise InputError(f"init={init} has no victim in its config.yaml, so attack.query.keep has no gradients to "
@@ -116,10 +122,10 @@ def init_victims(init: str | None, device, channels_last: bool = False):
     return victim
 
 
-def start_from(init: str, cfg: DictConfig, patch, device) -> tuple[str, ...]:
+def start_from(init: str, cfg: DictConfig, patch, device) -> Prior:
     """Load the patch of the finished run ``init`` (``init=``) into ``patch``: the same scene and the same kind of
-    patch, or one sentence naming the key. Returns the victims that run attacked (by their gradient), which this
-    run reports as attacked, never as held out."""
+    patch, or one sentence naming the key. Returns what that run and the runs it started from attacked (by
+    gradient or by queries), which this run reports as attacked, never as held out."""
     from physattack.cli.runs import load_patch, open_run
 
     folder = open_run(init)
@@ -137,10 +143,40 @@ def start_from(init: str, cfg: DictConfig, patch, device) -> tuple[str, ...]:
         raise InputError(f"init={init}'s patch does not fit this command's patch (another layout, area, texture size "
                          "or palette); give the run's own patch settings (its config.yaml) or another init=.") from None
     patch.anneal(1.0)
+    return prior_of(folder)
+
+
+def prior_of(folder) -> Prior:
+    """What the finished run ``folder`` and the runs it started from attacked. A query run's own victim was asked,
+    not differentiated: it (and any its ``init=`` chain asked) is query-attacked; by gradient are only the victims
+    of the chain's gradient run."""
+    if folder.queried:
+        return Prior(tuple(folder.init.get("attacked_by_gradient") or ()), folder.queried, folder.images_queried)
     if folder.victim_names:
-        return tuple(folder.victim_names)
+        return Prior(tuple(folder.victim_names))
     node = folder.cfg.get("victim") or {}
-    return tuple(str(n) for n in (node.get("members") or {})) or (str(node.get("name") or "victim"),)
+    return Prior(tuple(str(n) for n in (node.get("members") or {})) or (str(node.get("name") or "victim"),))
+
+
+@dataclass(frozen=True)
+class Prior:
+    """The victims an ``init=`` run (and the runs it started from) attacked: by gradient, and by queries with the
+    images those queries cost. All of them are reported as attacked, never as held out."""
+
+    by_gradient: tuple[str, ...] = ()
+    by_queries: tuple[str, ...] = ()
+    images: int = 0
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([*self.by_gradient, *self.by_queries]))
+
+    def record(self, run: str) -> dict:
+        """The run report's ``init`` record."""
+        out = {"run": run, "attacked_by_gradient": list(self.by_gradient)}
+        if self.by_queries:
+            out.update(query_attacked=list(self.by_queries), query_images=self.images)
+        return out
 
 
 __all__ = ["AttackParts", "attack_parts"]

@@ -47,10 +47,30 @@ class RunFolder:
         return list(names) if names else []
 
     @property
+    def init(self) -> dict:
+        """The ``init=`` record of the run: the run it started from and what that run's chain attacked ({} if none)."""
+        return dict((self.report.summary.get("init") if self.report is not None else None) or {})
+
+    @property
     def prior(self) -> tuple[str, ...]:
-        """The victims the run this one started from (``init=``) attacked: attacked here too, never held out."""
-        init = (self.report.summary.get("init") if self.report is not None else None) or {}
-        return tuple(init.get("attacked_by_gradient") or ())
+        """The victims the run this one started from (``init=``) attacked, by gradient or by queries: attacked here
+        too, never held out."""
+        return tuple(dict.fromkeys([*(self.init.get("attacked_by_gradient") or ()),
+                                    *(self.init.get("query_attacked") or ())]))
+
+    @property
+    def queried(self) -> tuple[str, ...]:
+        """The victims this run (a query run) and the runs it started from asked by queries: () for a run that
+        asked none. A later ``init=`` of this run reports them as query-attacked, never as attacked by gradient."""
+        q = (self.report.query if self.report is not None else None) or {}
+        own = [q["victim"], *(q.get("stack_parts") or ())] if q.get("victim") else []
+        return tuple(dict.fromkeys([*own, *(self.init.get("query_attacked") or ())]))
+
+    @property
+    def images_queried(self) -> int:
+        """The images this run and the runs it started from asked of a queried victim (0 for gradient runs)."""
+        q = (self.report.query if self.report is not None else None) or {}
+        return int(q.get("images") or 0) + int(self.init.get("query_images") or 0)
 
     def scene_and_patch(self, device="cpu"):
         """The run's scene and its patch, with ``patch.pt`` loaded as data only."""

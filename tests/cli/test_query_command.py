@@ -53,6 +53,22 @@ def test_a_query_run_refines_the_init_patch_and_says_what_it_asked(finished_run,
     assert proc.returncode == 0, proc.stderr[-3000:]
     panel = json.loads((out / "drive-2" / "drive.json").read_text())["panel"]["members"]
     assert panel["signnet"]["role"] == "attacked" and panel["signnet_seed1"]["role"] == "held-out"
+    # init= that query run, asking another victim: the one asked before is query-attacked (never "by gradient",
+    # never held out), its images are said, and keep= follows the chain back to the gradient run's SignNet
+    again = in_tmp / "q2"
+    proc = run_module("physattack", ["+scene=stop_sign", "attack=yield", *TINY, *QUERY, "victim=zoo_tinynet_e",
+                                     f"init={out}", "attack.queries=60", "attack.query.keep=0.5",
+                                     "~evaluation.victims.zoo_vit", "~evaluation.victims.zoo_resnet10t_96",
+                                     "+drive=none", f"hydra.run.dir={again}"], in_tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m2 = json.loads((again / "metrics.json").read_text())
+    assert m2["init"] == {"run": str(out), "attacked_by_gradient": ["signnet"], "query_attacked": ["zoo_convnext_atto"],
+                          "query_images": q["images"]}
+    assert m2["query"]["kept"] == ["signnet"] and m2["query"]["gradient_calls"] == 0
+    rows = m2["heldout"]["victims"]["members"]
+    assert rows["zoo_convnext_atto"]["role"] == "attacked" and rows["zoo_tinynet_e"]["role"] == "attacked"
+    assert f"after {q['images']} images asked of zoo_convnext_atto" in m2["headline"]
+    assert "| zoo_convnext_atto | convnext | query-attacked (init run) |" in proc.stdout
 
 
 @pytest.mark.parametrize("extra, words", [

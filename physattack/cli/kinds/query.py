@@ -110,7 +110,11 @@ def add_queries(report: RunReport, kind: str, done, setup, table: str) -> RunRep
         return report
     section = dict(queries)
     section["query_attacked"] = section["victim"]
-    section["attacked_by_gradient"] = list((report.summary.get("init") or {}).get("attacked_by_gradient") or [])
+    init = report.summary.get("init") or {}
+    section["attacked_by_gradient"] = list(init.get("attacked_by_gradient") or [])
+    if init.get("query_attacked"):            # init= a query run: what its chain asked, and the images it spent
+        section["query_attacked_before"] = list(init["query_attacked"])
+        section["images_before"] = int(init.get("query_images") or 0)
     section["images_to"] = {f"{t:.0%}": first_reaching(section["curve"], t) for t in (0.8, 0.9)}
     report.add(query=section)
     what = "the sign missed, % of clean-detected frames" if table == "detectors" else None
@@ -128,6 +132,9 @@ def query_fitted(q: dict) -> str:
     if q.get("kept"):
         who = "their" if prior else "the init run's victims'"
         start += f", still steered by {who} gradients (keep={q['keep']:g})"
+    if q.get("query_attacked_before"):
+        start += (f", after {_n(q.get('images_before', 0))} images asked of {'+'.join(q['query_attacked_before'])} "
+                  "by the query runs it started from")
     return f"query-attacked {q['victim']} with {_n(q['images'])} images ({q['answers']} only{start})"
 
 
@@ -180,6 +187,8 @@ def roles(table: dict, q: dict) -> dict[str, str]:
             out[name] = "query-attacked"
         elif name in q.get("stack_parts", []):
             out[name] = "inside the query-attacked stack"
+        elif name in q.get("query_attacked_before", []):
+            out[name] = "query-attacked (init run)"
         elif row["role"] == "attacked":
             out[name] = ("attacked" if name not in q.get("attacked_by_gradient", []) else
                          "attacked by gradient (init run, and steered this run)" if name in q.get("kept", [])
