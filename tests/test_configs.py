@@ -77,7 +77,7 @@ def test_canonical_composition(hydra_ctx):
 
 
 #: Experiments that are one run's recipe rather than a sweep.
-RECIPES = {"transfer", "unseen"}
+RECIPES = {"transfer", "unseen", "hide_unseen"}
 
 
 @pytest.mark.parametrize("name", [e for e in EXPERIMENTS if e not in RECIPES])
@@ -118,3 +118,17 @@ def test_the_transfer_recipe_sets_the_ensemble_loss_and_input_diversity_and_pass
     cfg = door_compose("+scene=stop_sign", "attack=yield", "+experiment=transfer")
     assert cfg.victim._target_.endswith("build_ensemble") and cfg.attack.objective == "targeted_logit"
     assert cfg.victim.diversity == 0.5 and cfg.attack.target == "yield"
+
+
+def test_the_hiding_preset_hides_from_the_detector_ensemble_on_half_the_face_with_a_held_out_detector():
+    from physattack.cli.attack import compose as door_compose
+
+    cfg = door_compose("+scene=stop_sign", "attack=hide", "victim=detector_ensemble", "+experiment=hide_unseen")
+    assert cfg.attack.objective == "hide" and cfg.victim._target_.endswith("build_ensemble")
+    assert list(cfg.victim.members) == ["detnet", "det_fcos"]
+    assert cfg.eot.sampler._target_.endswith("ApproachSampler") and cfg.patch.area == 0.5
+    assert cfg.eot.sampler.clean_camera == 0.5 and cfg.eot.sampler.decision.every_window
+    assert set(cfg.evaluation.detectors) - set(cfg.victim.members)     # a detector no member is: held out
+    plain = door_compose("+scene=stop_sign", "+experiment=hide_unseen")       # the preset alone says the same
+    assert plain.attack.objective == "hide" and plain.victim == cfg.victim
+
