@@ -14,6 +14,7 @@ import torch
 from omegaconf import DictConfig
 
 from physattack.cli import build
+from physattack.cli.runs import Prior
 from physattack.cli.kinds import AttackKind, ProtocolInputs, kind_for
 from physattack.config import RunConfig
 from physattack.errors import InputError
@@ -143,40 +144,7 @@ def start_from(init: str, cfg: DictConfig, patch, device) -> Prior:
         raise InputError(f"init={init}'s patch does not fit this command's patch (another layout, area, texture size "
                          "or palette); give the run's own patch settings (its config.yaml) or another init=.") from None
     patch.anneal(1.0)
-    return prior_of(folder)
-
-
-def prior_of(folder) -> Prior:
-    """What the finished run ``folder`` and the runs it started from attacked. A query run's own victim was asked,
-    not differentiated: it (and any its ``init=`` chain asked) is query-attacked; by gradient are only the victims
-    of the chain's gradient run."""
-    if folder.queried:
-        return Prior(tuple(folder.init.get("attacked_by_gradient") or ()), folder.queried, folder.images_queried)
-    if folder.victim_names:
-        return Prior(tuple(folder.victim_names))
-    node = folder.cfg.get("victim") or {}
-    return Prior(tuple(str(n) for n in (node.get("members") or {})) or (str(node.get("name") or "victim"),))
-
-
-@dataclass(frozen=True)
-class Prior:
-    """The victims an ``init=`` run (and the runs it started from) attacked: by gradient, and by queries with the
-    images those queries cost. All of them are reported as attacked, never as held out."""
-
-    by_gradient: tuple[str, ...] = ()
-    by_queries: tuple[str, ...] = ()
-    images: int = 0
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys([*self.by_gradient, *self.by_queries]))
-
-    def record(self, run: str) -> dict:
-        """The run report's ``init`` record."""
-        out = {"run": run, "attacked_by_gradient": list(self.by_gradient)}
-        if self.by_queries:
-            out.update(query_attacked=list(self.by_queries), query_images=self.images)
-        return out
+    return folder.as_prior
 
 
 __all__ = ["AttackParts", "attack_parts"]

@@ -27,6 +27,33 @@ RUN_FILES = ("config.yaml", "patch.pt")
 MOVED = {"physattack.eot.drive.": "physattack.drive.", "physattack.evaluate.drive.": "physattack.drive."}
 
 
+@dataclass(frozen=True)
+class Prior:
+    """The victims an ``init=`` run (and the runs it started from) attacked: by gradient, and by queries with the
+    images those queries cost. All of them are reported as attacked, never as held out."""
+
+    by_gradient: tuple[str, ...] = ()
+    by_queries: tuple[str, ...] = ()
+    images: int = 0
+
+    @classmethod
+    def from_record(cls, init: dict) -> Prior:
+        """Read back a run report's ``init`` record (``record``)."""
+        return cls(tuple(init.get("attacked_by_gradient") or ()), tuple(init.get("query_attacked") or ()),
+                   int(init.get("query_images") or 0))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([*self.by_gradient, *self.by_queries]))
+
+    def record(self, run: str) -> dict:
+        """The run report's ``init`` record."""
+        out = {"run": run, "attacked_by_gradient": list(self.by_gradient)}
+        if self.by_queries:
+            out.update(query_attacked=list(self.by_queries), query_images=self.images)
+        return out
+
+
 @dataclass
 class RunFolder:
     """A finished (or interrupted) attack run as its folder holds it."""
@@ -55,22 +82,28 @@ class RunFolder:
     def prior(self) -> tuple[str, ...]:
         """The victims the run this one started from (``init=``) attacked, by gradient or by queries: attacked here
         too, never held out."""
-        return tuple(dict.fromkeys([*(self.init.get("attacked_by_gradient") or ()),
-                                    *(self.init.get("query_attacked") or ())]))
+        return Prior.from_record(self.init).names
 
     @property
     def queried(self) -> tuple[str, ...]:
         """The victims this run (a query run) and the runs it started from asked by queries: () for a run that
-        asked none. A later ``init=`` of this run reports them as query-attacked, never as attacked by gradient."""
-        q = (self.report.query if self.report is not None else None) or {}
-        own = [q["victim"], *(q.get("stack_parts") or ())] if q.get("victim") else []
-        return tuple(dict.fromkeys([*own, *(self.init.get("query_attacked") or ())]))
+        asked none."""
+        return self.as_prior.by_queries
 
     @property
-    def images_queried(self) -> int:
-        """The images this run and the runs it started from asked of a queried victim (0 for gradient runs)."""
+    def as_prior(self) -> Prior:
+        """What this run and the runs it started from attacked, as a run started from it (``init=``) reports them. A
+        query run's own victim was asked, not differentiated: it (and any its chain asked) is query-attacked; by
+        gradient are only the victims of the chain's gradient run."""
         q = (self.report.query if self.report is not None else None) or {}
-        return int(q.get("images") or 0) + int(self.init.get("query_images") or 0)
+        before = Prior.from_record(self.init)
+        if q.get("victim"):
+            asked = tuple(dict.fromkeys([q["victim"], *(q.get("stack_parts") or ()), *before.by_queries]))
+            return Prior(before.by_gradient, asked, int(q.get("images") or 0) + before.images)
+        if self.victim_names:
+            return Prior(tuple(self.victim_names))
+        node = self.cfg.get("victim") or {}
+        return Prior(tuple(str(n) for n in (node.get("members") or {})) or (str(node.get("name") or "victim"),))
 
     def scene_and_patch(self, device="cpu"):
         """The run's scene and its patch, with ``patch.pt`` loaded as data only."""
