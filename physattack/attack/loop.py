@@ -293,7 +293,7 @@ class EOTAttack:
             raise AttackError(f"attack.method=query refines sticker colours, but a {type(patch).__name__} has no "
                               "stickers; use patch=sticker.")
         if self.method == "query" and patch.mask_search is not None and not placed:
-            raise AttackError("attack.method=query keeps the stickers where they are, and patch.shape=search places them "
+            raise AttackError("attack.method=query starts from stickers already placed, and patch.shape=search places them "
                               "with a gradient; give init=<a finished run> (its stickers), or patch.shape=bars or "
                               "patch.mask_png.")
 

@@ -187,6 +187,53 @@ def test_a_patch_takes_the_colours_the_optimizer_hands_back():
     assert torch.allclose(printable.colors()[:, 3, 3], palette[2], atol=1e-3)
 
 
+class PlantedElsewhere(Planted):
+    """Reads yield when the cell at texels 8:12 (one down and right of the sticker's cell) is ``BEST``."""
+
+    def logits(self, images):
+        d2 = ((images[:, :, 8:12, 8:12].mean((2, 3)) - self.best) ** 2).sum(-1)
+        return torch.stack([torch.full_like(d2, -8 * self.radius ** 2), -8 * d2], -1) * 10
+
+
+def test_layout_steps_move_a_sticker_where_the_victim_looks_and_keep_the_area(tmp_path, no_backward):
+    """The sticker (one 4-texel cell, already ``BEST``) sits where the victim does not look: colours alone cannot
+    win, a layout step moves the cell (with its colours) beside it, onto the cell read; the area never changes and
+    every image of both kinds of step is counted."""
+    query = {"answers": "labels", "samples": 4, "views": 8, "sigma": 0.05, "lr": 0.02, "cell_mm": None}
+
+    def run(layout_every):
+        setup = setup_for(PlantedElsewhere(), std=0.02)
+        mask = torch.zeros(1, 16, 16)
+        mask[:, 4:8, 4:8] = 1
+        setup.patch, setup.placed = StickerPatch(mask, mask_search={"area": 0.0625, "cell_px": 4}), True
+        with torch.no_grad():
+            setup.patch.set_colors(BEST.view(3, 1, 1).expand(3, 16, 16))
+        attack = EOTAttack(method="query", queries=2_000, query={**query, "layout_every": layout_every})
+        result = attack.run(setup, RunConfig(progress=False), tmp_path)
+        return setup.patch, result.queries
+
+    still, q0 = run(0)
+    assert q0["layout"] is None and float(still.mask[:, 8:12, 8:12].sum()) == 0
+    moved, q = run(2)
+    layout = q["layout"]
+    assert layout["steps"] == q["steps"] // 2 and layout["taken"] >= 1 and layout["moved"] == layout["taken"]
+    assert float(moved.mask.sum()) == 16 and float(moved.mask[:, 8:12, 8:12].sum()) == 16
+    assert torch.allclose(moved.colors()[:, 8:12, 8:12].mean((1, 2)), BEST, atol=0.1)
+    nes = q["steps"] - layout["steps"]
+    assert q["images"] == nes * 8 * 8 + layout["steps"] * 8 * 5 and q["gradient_calls"] == 0
+    with pytest.raises(AttackError, match="attack.query.layout_every moves whole sticker cells of 4 texels"):
+        EOTAttack(method="query", queries=2_000, query={**query, "layout_every": 2}).run(
+            bars_setup(), RunConfig(progress=False), tmp_path)
+
+
+def bars_setup():
+    """A sticker that is not made of whole 4-texel cells (a 6-texel square)."""
+    setup = setup_for(Planted(), std=0.02)
+    mask = torch.zeros(1, 16, 16)
+    mask[:, 4:10, 4:10] = 1
+    setup.patch, setup.placed = StickerPatch(mask, mask_search={"area": 0.14, "cell_px": 4}), True
+    return setup
+
 
 def test_keep_holds_the_init_victims_while_the_victim_asked_never_sees_a_gradient(tmp_path):
     """``keep``: the init= run's victim (held white-box) pulls the patch towards what fools it; the victim asked is
@@ -263,3 +310,15 @@ def test_a_detector_asked_only_for_its_detections_is_made_to_miss_the_sign(answe
 def test_a_query_attack_on_a_detector_only_hides():
     with pytest.raises(AttackError, match="attack.method=query on a detector makes it miss the sign"):
         EOTAttack(objective="mislabel", target="yield", method="query").objective_for(PlantedDetector())
+
+
+def test_adam_moments_stay_with_the_blocks_a_move_keeps():
+    from physattack.attack.query_layout import carried
+
+    old = SimpleNamespace(ids=torch.tensor([1, 2, 5]), blocks=3)
+    new = SimpleNamespace(ids=torch.tensor([2, 5, 7]), blocks=3)
+    state = {"step": torch.tensor(9.0), "exp_avg": torch.arange(9.0).view(3, 3), "exp_avg_sq": torch.ones(3, 3)}
+    out = carried(state, old, new)
+    assert float(out["step"]) == 9 and torch.equal(out["exp_avg"][:2], state["exp_avg"][1:])
+    assert torch.equal(out["exp_avg"][2], torch.zeros(3))
+    assert torch.equal(out["exp_avg_sq"][:, 0], torch.tensor([1.0, 1, 0]))

@@ -159,7 +159,16 @@ def query_line(q: dict) -> str:
               f"(keep={q['keep']:g})") if q.get("kept") else ""
     return (f"queries: {_n(q['images'])} images asked of {q['victim']} ({q['answers']}, {q['optimizer']}, {q['steps']} "
             f"steps of {q['images_per_step']}, {q['blocks']} {q.get('basis', 'rgb')} blocks); quick-grid success {first:.1%} -> "
-            f"{last:.1%} ({to}){selected_line(q)}; no gradient asked of {q['victim']}{guided}")
+            f"{last:.1%} ({to}){selected_line(q)}{layout_line(q)}; no gradient asked of {q['victim']}{guided}")
+
+
+def layout_line(q: dict) -> str:
+    """How often a run with ``attack.query.layout_every`` moved the stickers ('' without it)."""
+    layout = q.get("layout")
+    if not layout:
+        return ""
+    return (f"; {layout['taken']} of {layout['steps']} layout steps moved stickers ({layout['moved']} cells moved, "
+            f"the area unchanged)")
 
 
 def selected_line(q: dict) -> str:
