@@ -71,17 +71,6 @@ class StickerLayout:
         return on, mask, out * mask
 
 
-def carried(state: dict, old, new) -> dict:
-    """Adam's ``state`` for ``old`` blocks' offsets, carried to ``new`` blocks: the moments of the blocks both share
-    (by their cell of the texture grid), zero for the others; the step count goes on."""
-    kept = torch.isin(new.ids, old.ids)
-    out = {"step": state["step"].clone()}
-    for k in ("exp_avg", "exp_avg_sq"):
-        out[k] = torch.zeros(new.blocks, 3, dtype=state[k].dtype)
-        out[k][kept] = state[k][torch.searchsorted(old.ids, new.ids[kept])]
-    return out
-
-
 def layout_step(run) -> dict | None:
     """One (1+λ) search step over the stickers' places for a ``QueryRun``: ``samples`` children, each moving
     ``layout_cells`` cells, judged with the parent on the step's views; the best strictly better child is taken."""
@@ -113,4 +102,4 @@ def layout_step(run) -> dict | None:
             "accepted": int(best[2] is not None), "layout": 1}
 
 
-__all__ = ["StickerLayout", "carried", "layout_step"]
+__all__ = ["StickerLayout", "layout_step"]

@@ -311,14 +311,3 @@ def test_a_query_attack_on_a_detector_only_hides():
     with pytest.raises(AttackError, match="attack.method=query on a detector makes it miss the sign"):
         EOTAttack(objective="mislabel", target="yield", method="query").objective_for(PlantedDetector())
 
-
-def test_adam_moments_stay_with_the_blocks_a_move_keeps():
-    from physattack.attack.query_layout import carried
-
-    old = SimpleNamespace(ids=torch.tensor([1, 2, 5]), blocks=3)
-    new = SimpleNamespace(ids=torch.tensor([2, 5, 7]), blocks=3)
-    state = {"step": torch.tensor(9.0), "exp_avg": torch.arange(9.0).view(3, 3), "exp_avg_sq": torch.ones(3, 3)}
-    out = carried(state, old, new)
-    assert float(out["step"]) == 9 and torch.equal(out["exp_avg"][:2], state["exp_avg"][1:])
-    assert torch.equal(out["exp_avg"][2], torch.zeros(3))
-    assert torch.equal(out["exp_avg_sq"][:, 0], torch.tensor([1.0, 1, 0]))
