@@ -293,9 +293,9 @@ class EOTAttack:
             raise AttackError(f"attack.method=query refines sticker colours, but a {type(patch).__name__} has no "
                               "stickers; use patch=sticker.")
         if self.method == "query" and patch.mask_search is not None and not placed:
-            raise AttackError("attack.method=query starts from stickers already placed, and patch.shape=search places them "
-                              "with a gradient; give init=<a finished run> (its stickers), or patch.shape=bars or "
-                              "patch.mask_png.")
+            raise AttackError("attack.method=query starts from stickers already placed, and patch.shape=search "
+                              "places them with a gradient; give init=<a finished run> (its stickers), or "
+                              "patch.shape=bars or patch.mask_png.")
 
     def check_budget(self, sampler) -> None:
         """Refuse a query budget below one step's images (the builder calls it, before any query)."""

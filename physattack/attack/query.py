@@ -304,7 +304,7 @@ class QueryRun:
         cell = self.cell_px(s.patch, s.scene)
         palette = s.patch.palette if s.patch.palette_constrained else None
         self.blocks = ColourBlocks(start.detach(), s.patch.mask, cell, palette)
-        sticker = int((s.patch.mask_search or {}).get("cell_px") or max(2, round(45.0 * texels_per_mm(s.scene)[0])))
+        sticker = self.sticker_px(s.patch, s.scene)
         self.layout = StickerLayout(s.patch.mask, s.scene.face_mask, sticker) if self.settings.layout_every else None
         self.moved = [0, 0, 0]                      # layout steps, moves taken, cells moved
         self.label = attack.label(victim, s.scene)
@@ -346,6 +346,11 @@ class QueryRun:
         """A block's side in texels: ``cell_mm``, or the patch's sticker cell (45 mm when it names none)."""
         if self.settings.cell_mm is not None:
             return max(1, round(self.settings.cell_mm * texels_per_mm(scene)[0]))
+        return self.sticker_px(patch, scene)
+
+    @staticmethod
+    def sticker_px(patch, scene) -> int:
+        """The patch's sticker cell in texels (45 mm when it names none)."""
         return int((patch.mask_search or {}).get("cell_px") or max(2, round(45.0 * texels_per_mm(scene)[0])))
 
     # -- asking the victim -----------------------------------------------------------------------------
@@ -468,15 +473,14 @@ class QueryRun:
         grad = ((plus - minus)[:, None, None] * u).sum(0) / (2 * st.sigma * st.samples)
         if self.members:
             grad = grad + st.keep * self.kept(draw).to(grad)
-        adam = self.adam
-        for group in adam.param_groups:
+        for group in self.adam.param_groups:
             group["lr"] = st.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
         self.offset.grad = grad.to(self.offset)
-        adam.step()
+        self.adam.step()
         with torch.no_grad():
             self.offset.copy_(self.blocks.clamp(self.offset))
         return {"loss": sum(losses) / len(losses), "batch_success": sum(wins) / len(wins),
-                "lr": adam.param_groups[0]["lr"], "grad_norm": float(grad.abs().sum())}
+                "lr": self.adam.param_groups[0]["lr"], "grad_norm": float(grad.abs().sum())}
 
     def search_step(self) -> dict | None:
         draw, progress = self.draw()

@@ -33,10 +33,6 @@ class StickerLayout:
                               "mask is not made of them (bars or a PNG mask); set attack.query.layout_every=0, or "
                               "start from a patch.shape=search run.")
 
-    @property
-    def cells(self) -> int:
-        return int(self.on.sum())
-
     def texels(self, on: Tensor) -> Tensor:
         """1×H×W: the texels of the cells ``on`` (rows×cols)."""
         grid = on.float().repeat_interleave(self.cell_px, 0).repeat_interleave(self.cell_px, 1)
