@@ -131,4 +131,3 @@ def test_the_hiding_preset_hides_from_the_detector_ensemble_on_half_the_face_wit
     assert set(cfg.evaluation.detectors) - set(cfg.victim.members)     # a detector no member is: held out
     plain = door_compose("+scene=stop_sign", "+experiment=hide_unseen")       # the preset alone says the same
     assert plain.attack.objective == "hide" and plain.victim == cfg.victim
-

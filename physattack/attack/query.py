@@ -306,7 +306,7 @@ class QueryRun:
         self.blocks = ColourBlocks(start.detach(), s.patch.mask, cell, palette)
         sticker = self.sticker_px(s.patch, s.scene)
         self.layout = StickerLayout(s.patch.mask, s.scene.face_mask, sticker) if self.settings.layout_every else None
-        self.moved = [0, 0, 0]                      # layout steps, moves taken, cells moved
+        self.moved = {"steps": 0, "taken": 0, "moved": 0}          # layout steps, moves taken, cells moved
         self.label = attack.label(victim, s.scene)
         name = attack.target if attack.targeted else s.scene.class_name
         if victim.is_detector:
@@ -569,8 +569,7 @@ class QueryRun:
                 "block_px": self.blocks.cell_px, "basis": st.basis, "start": st.start, "curve": self.curve,
                 "keep": st.keep, "kept": [n for n, _, _ in self.members], "select": st.select, "checks": self.checks,
                 "selected": self.best[2] if self.best is not None else None, "gradient_calls": 0,
-                "layout": {"every": st.layout_every, "cells": st.layout_cells, "steps": self.moved[0],
-                           "taken": self.moved[1], "moved": self.moved[2]} if self.layout else None}
+                "layout": {"every": st.layout_every, "cells": st.layout_cells, **self.moved} if self.layout else None}
 
 
 def run_query(attack, setup, run, run_dir: str | Path, tracker=None):

@@ -70,8 +70,6 @@ class StickerLayout:
 def layout_step(run) -> dict | None:
     """One (1+λ) search step over the stickers' places for a ``QueryRun``: ``samples`` children, each moving
     ``layout_cells`` cells, judged with the parent on the step's views; the best strictly better child is taken."""
-    from physattack.attack.query import ColourBlocks
-
     draw, _ = run.draw()
     if not run.affords(draw):
         return None
@@ -84,16 +82,16 @@ def layout_step(run) -> dict | None:
         if moves is None:
             break
         on, mask, moved = run.layout.move(colours, moves)
-        child = ColourBlocks(moved, mask, blocks.cell_px, blocks.palette)
+        child = type(blocks)(moved, mask, blocks.cell_px, blocks.palette)      # the run's colour blocks, moved
         loss, win = run.ask(torch.zeros(child.blocks, 3), draw, child)
         if loss < best[0]:
             best = (loss, win, (child, on, len(moves)))
-    run.moved[0] += 1
+    run.moved["steps"] += 1
     if best[2] is not None:
         child, run.layout.on, cells = best[2]
         run.adopt(child)
-        run.moved[1] += 1
-        run.moved[2] += cells
+        run.moved["taken"] += 1
+        run.moved["moved"] += cells
     return {"loss": best[0], "batch_success": best[1], "parent_success": parent_win,
             "accepted": int(best[2] is not None), "layout": 1}
 
