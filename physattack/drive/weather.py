@@ -32,6 +32,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from physattack.eot.fog import AIRLIGHT_ALBEDO
+
 BACKDROP_DEPTH_M = 200.0       # a background image's depth for fog
 FULL_FRAME_PX = 1920 * 1080    # rain density: drops per this many pixels
 WET_DARKENING = 0.55           # a wet road's albedo over its dry one (Lekner and Dorf 1988: about half for asphalt)
@@ -71,7 +73,7 @@ WEATHER: dict[str, Weather] = {w.name: w for w in (
 def airlight(ambient: float, diffuse: float, color) -> np.ndarray:
     """The fog's colour under a light (ambient and diffuse intensities, RGB colour): the street's horizon haze."""
     lit = float(np.clip(ambient + 0.5 * diffuse, 0.02, 1.3))
-    return np.array([0.78, 0.80, 0.82], np.float32) * lit * np.asarray(color, np.float32)
+    return np.array(AIRLIGHT_ALBEDO, np.float32) * lit * np.asarray(color, np.float32)
 
 
 def transmission(depth_m, weather: Weather):

@@ -32,6 +32,7 @@ from torch import Tensor
 
 from physattack.eot.backgrounds import BackgroundBank
 from physattack.eot.effects import apply_camera_effects
+from physattack.eot.fog import Fog, FogDraw
 from physattack.eot.grid import EvalGrid
 from physattack.eot.params import SceneParams
 from physattack.eot.sampler import ViewSampler
@@ -78,11 +79,14 @@ class FrameSampler:
         fov_deg: the frame's horizontal field of view, uniform (7°–25°: a 160-px tile of a 1400-px-focal
             dashcam image, downscaled 1–4×).
         object_share: bounds of the share of the frame's width the object fills.
+        fog: the fog a share of the frames is seen through (``physattack.eot.fog``; none by default), drawn
+            by ``sample_fog``.
     """
 
     view: ViewSampler = field(default_factory=ViewSampler)
     fov_deg: Range = (7.0, 25.0)
     object_share: Range = (0.08, 0.6)
+    fog: FogDraw = field(default_factory=FogDraw)
 
     def __post_init__(self) -> None:
         check_interval("FrameSampler.fov_deg", self.fov_deg, 0.0, 180.0, lo_open=True, hi_open=True,
@@ -134,6 +138,19 @@ class FrameSampler:
                            sensor_px=(self.view.sensor_focal_px * 2 * torch.tan(torch.deg2rad(fov) / 2))[::k])
 
 
+    @torch.no_grad()
+    def sample_fog(self, layout: "FrameLayout", generator: torch.Generator) -> "FrameLayout":
+        """``layout`` with fog drawn for its frames: one extinction per frame, set by its farthest sign (or,
+        in a frame without signs, its first slot's distance), under the frame's light."""
+        b, k = layout.scene_index.shape
+        distance = layout.params.distance_m.view(b, k)
+        far = torch.where(layout.scene_index >= 0, distance, torch.zeros_like(distance)).amax(1)
+        far = torch.where(far > 0, far, distance[:, 0])
+        light = layout.params[torch.arange(b) * k]
+        fog = self.fog.sample(far, light.ambient, light.diffuse, light.lights().color, generator)
+        return replace(layout, fog=fog)
+
+
 def _spread_positions(share: Tensor, active: Tensor, g: torch.Generator, tries: int = 12) -> Tensor:
     """Positions (B×K×2 in [0, 1]) for the signs of each frame, redrawn a few times to keep signs apart."""
     b, k = share.shape
@@ -164,11 +181,13 @@ class FrameLayout:
         params: SceneParams of the B·K sign views, row ``b·K + k`` for slot k of frame b; light,
             camera effects and background are the same for every slot of a frame.
         sensor_px: B, the frame's native width in sensor pixels.
+        fog: per frame, the fog it is seen through (None: clear air).
     """
 
     scene_index: Tensor
     params: SceneParams
     sensor_px: Tensor
+    fog: Fog | None = None
 
     def __len__(self) -> int:
         return self.scene_index.shape[0]
@@ -193,6 +212,7 @@ def render_frames(renderer: Renderer, backgrounds: BackgroundBank, scenes: list[
                   image_size: tuple[int, int], min_visible: float = 0.5, min_box_px: float = 3.0) -> Frames:
     """Render ``layout``: each sign on its own, composited far to near over the frame's background.
 
+    A frame with ``layout.fog`` sees its background and each sign through that fog, by their own depths.
     A sign's box is that of its visible face (its post excluded, nearer signs and posts cut away); a
     sign less than ``min_visible`` visible, or whose box is under ``min_box_px`` on a side, gets no box.
     """
@@ -215,11 +235,17 @@ def render_frames(renderer: Renderer, backgrounds: BackgroundBank, scenes: list[
     frame_params = layout.params[torch.arange(b) * k]
     out = backgrounds.crops(frame_params.background_index, frame_params.bg_x, frame_params.bg_y,
                             frame_params.bg_scale, image_size)
+    fog = layout.fog
+    if fog is not None:
+        out = fog.background(out)
     order = depth.argsort(dim=1, descending=True)
     idx = torch.arange(b)
     for r in range(k):
         j = order[:, r]
-        out = out * (1 - alpha[idx, j]) + rgb[idx, j]
+        layer = rgb[idx, j]
+        if fog is not None:                     # an empty slot's depth is infinite and its layer empty
+            layer = fog.over(layer, alpha[idx, j], depth[idx, j].nan_to_num(posinf=0.0))
+        out = out * (1 - alpha[idx, j]) + layer
     boxes, labels = [], []
     for i in range(b):
         keep_b, keep_l = [], []

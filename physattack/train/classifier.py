@@ -21,6 +21,8 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from physattack.eot import LIGHTING_PRESETS, BackgroundBank, SceneParams, ViewPipeline
+from physattack.eot.effects import apply_camera_effects
+from physattack.eot.fog import FogDraw, fog_generator
 from physattack.eot.grid import preset_lights
 from physattack.errors import InputError, check_range
 from physattack.scene import load_scene
@@ -50,6 +52,7 @@ class SignNetTraining:
         lr: peak learning rate of the one-cycle schedule (AdamW).
         width: channels of SignNet's first block.
         image_size: side of the rendered crops in pixels (the network resizes to 64).
+        fog_share: the share of training renders seen through fog (``physattack.eot.fog``; 0: none).
         seed: seed of the renders, the initialization and the batch order.
     """
 
@@ -60,9 +63,11 @@ class SignNetTraining:
     lr: float = 3e-3
     width: int = 16
     image_size: int = 96
+    fog_share: float = 0.0
     seed: int = 0
 
     def __post_init__(self) -> None:
+        FogDraw(share=self.fog_share)
         for name in ("per_class", "test_per_class", "epochs", "batch_size", "width"):
             check_range(name, getattr(self, name), 1, integer=True)
         check_range("image_size", self.image_size, 8, integer=True, why="pixels")
@@ -72,11 +77,13 @@ class SignNetTraining:
 
 @torch.no_grad()
 def render_set(scene_names: list[str], per_class: int, source: ViewSource, generator: torch.Generator,
-               image_size: int, presets: bool = False, desc: str = "render") -> tuple[torch.Tensor, torch.Tensor]:
-    """Render ``per_class`` views of each scene, drawn by ``source.sampler`` over ``source.bank``; uint8 images
-    N×3×S×S and labels N."""
+               image_size: int, presets: bool = False, desc: str = "render",
+               fog: FogDraw = FogDraw()) -> tuple[torch.Tensor, torch.Tensor]:
+    """Render ``per_class`` views of each scene, drawn by ``source.sampler`` over ``source.bank`` (``fog.share``
+    of them through fog, drawn from a generator of their own); uint8 images N×3×S×S and labels N."""
     sampler = source.sampler
     pipe = ViewPipeline(source.renderer, source.bank, (image_size, image_size), object_width_m=0.75)
+    foggy = fog_generator(generator) if fog.share > 0 else None
     images, labels = [], []
     bar = tqdm(total=per_class * len(scene_names), desc=desc, unit="view")
     for label, name in enumerate(scene_names):
@@ -86,8 +93,13 @@ def render_set(scene_names: list[str], per_class: int, source: ViewSource, gener
             params = sampler.sample(n, generator)
             if presets:
                 params = with_presets(params, generator)
-            views = pipe(scene, scene.texture, params)
-            images.append((views.images * 255).round().to(torch.uint8))
+            if foggy is None:
+                views = pipe(scene, scene.texture, params).images
+            else:
+                views = pipe(scene, scene.texture, params, effects=False)
+                drawn = fog.sample(params.distance_m, params.ambient, params.diffuse, params.lights().color, foggy)
+                views = apply_camera_effects(drawn.view(views.images, views.alpha, params.distance_m), params)
+            images.append((views * 255).round().to(torch.uint8))
             labels.append(torch.full((n,), label))
             bar.update(n)
     bar.close()
@@ -125,12 +137,15 @@ def train_signnet(options: SignNetTraining, world: TrainingWorld) -> tuple[SignN
     sampler = world.sampler
     t0 = time.time()
     train_x, train_y = render_set(names, cfg.per_class, ViewSource(world.renderer, sampler, world.backgrounds),
-                                  torch.Generator().manual_seed(cfg.seed), cfg.image_size, desc="train renders")
+                                  torch.Generator().manual_seed(cfg.seed), cfg.image_size, desc="train renders",
+                                  fog=FogDraw(share=cfg.fog_share))
     test_bank = BackgroundBank(24, seed=HELDOUT_BACKGROUND_SEED)
-    test_sampler = replace(sampler, background_count=len(test_bank))
-    test_x, test_y = render_set(names, cfg.test_per_class, ViewSource(world.renderer, test_sampler, test_bank),
-                                torch.Generator().manual_seed(cfg.seed + 10_000), cfg.image_size, presets=True,
-                                desc="held-out renders")
+    test_source = ViewSource(world.renderer, replace(sampler, background_count=len(test_bank)), test_bank)
+    test_seed = cfg.seed + 10_000
+    test_x, test_y = render_set(names, cfg.test_per_class, test_source, torch.Generator().manual_seed(test_seed),
+                                cfg.image_size, presets=True, desc="held-out renders")
+    fog_x, _ = render_set(names, cfg.test_per_class, test_source, torch.Generator().manual_seed(test_seed),
+                          cfg.image_size, presets=True, desc="held-out renders in fog", fog=FogDraw(share=1.0))
 
     model = SignNet(labels, width=cfg.width)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=5e-4)
@@ -152,11 +167,14 @@ def train_signnet(options: SignNetTraining, world: TrainingWorld) -> tuple[SignN
             bar.set_postfix(epoch=epoch, loss=f"{loss.item():.3f}")
     bar.close()
     acc, per_class = evaluate(model, test_x, test_y)
+    fog_acc, fog_per_class = evaluate(model, fog_x, test_y)
     meta = {
         "labels": labels, "scenes": names, "width": cfg.width, "input_size": model.input_size,
         "heldout_top1": acc, "heldout_per_class": dict(zip(labels, per_class)), "heldout_views": len(test_x),
         "heldout": f"background bank seed {HELDOUT_BACKGROUND_SEED} (24 images), lighting presets "
                    + ", ".join(LIGHTING_PRESETS),
+        "heldout_fog_top1": fog_acc, "heldout_fog_per_class": dict(zip(labels, fog_per_class)),
+        "heldout_fog": "the same views, each through fog (the sign's transmission 0.1-0.9, physattack.eot.fog)",
         "train": {**{f.name: getattr(cfg, f.name) for f in fields(SignNetTraining)},
                   "sampler": asdict(sampler), "background_seed": 0, "minutes": round((time.time() - t0) / 60, 1)},
         "torch": torch.__version__,

@@ -42,6 +42,7 @@ from tqdm import tqdm
 
 from physattack.atomic import save_json, save_with
 from physattack.eot import LIGHTING_PRESETS, BackgroundBank, EvalGrid, ViewPipeline, ViewSampler
+from physattack.eot.fog import FogDraw, fog_generator
 from physattack.eot.frames import FrameGrid, FrameLayout, FrameSampler, render_frames
 from physattack.eot.grid import preset_lights
 from physattack.errors import InputError, check_choice, check_range
@@ -71,6 +72,7 @@ class DetNetTraining:
         neck: channels of its neck and head.
         image_size: side of the rendered frames and of the network's input (a multiple of 16).
         score_threshold: the operating threshold recorded with the weights.
+        fog_share: the share of training frames seen through fog (``physattack.eot.fog``; 0: none).
         seed: seed of the renders, the initialization and the batch order.
     """
 
@@ -83,9 +85,11 @@ class DetNetTraining:
     neck: int = 32
     image_size: int = 160
     score_threshold: float = 0.3
+    fog_share: float = 0.0
     seed: int = 0
 
     def __post_init__(self) -> None:
+        FogDraw(share=self.fog_share)
         for name in ("frames", "test_frames", "epochs", "batch_size", "width", "neck"):
             check_range(name, getattr(self, name), 1, integer=True)
         if check_range("image_size", self.image_size, 16, integer=True, why="pixels") % 16:
@@ -123,6 +127,7 @@ def render_set(scenes, draws: FrameDraws, count: int, generator: torch.Generator
     sampler, bank, presets = draws.sampler, draws.bank, draws.presets
     renderer = Renderer()
     widths = [max(s.texture_size_m) for s in scenes]
+    foggy = fog_generator(generator) if sampler.fog.share > 0 else None
     images, boxes, labels = [], [], []
     bar = tqdm(total=count, desc=desc, unit="frame")
     for start in range(0, count, chunk):
@@ -130,6 +135,8 @@ def render_set(scenes, draws: FrameDraws, count: int, generator: torch.Generator
         layout = sampler.sample_layout(n, widths, generator)
         if presets:
             layout = with_presets(layout, generator)
+        if foggy is not None:
+            layout = sampler.sample_fog(layout, foggy)
         frames = render_frames(renderer, bank, scenes, layout, (image_size, image_size))
         images.append((frames.images * 255).round().to(torch.uint8))
         boxes += frames.boxes
@@ -210,30 +217,35 @@ def grid_detection_rate(model: Detector, scene, image_size: int) -> float:
 
 @dataclass
 class ContextFrames:
-    """The training and held-out frames of every bundled detector (their scene indices index ``names``)."""
+    """The training and held-out frames of every bundled detector (their scene indices index ``names``);
+    ``test_fog`` is the held-out set again, every frame seen through fog."""
 
     names: list[str]
     scenes: list
     sampler: FrameSampler
     train: FrameSet
     test: FrameSet
+    test_fog: FrameSet
     render_minutes: float
 
 
-def context_frames(frames: int, test_frames: int, image_size: int, seed: int) -> ContextFrames:
-    """Render the training frames (background bank seed 0) and the held-out frames (seed 7777, the
-    grid's lighting presets); the same draws for the same counts, size and seed, whichever network."""
+def context_frames(frames: int, test_frames: int, image_size: int, seed: int, fog_share: float = 0.0) -> ContextFrames:
+    """Render the training frames (background bank seed 0; ``fog_share`` of them through fog) and the
+    held-out frames (seed 7777, the grid's lighting presets), clear and, the same draws, all through fog;
+    the same draws for the same counts, size and seed, whichever network."""
     t0 = time.time()
     names = list(SIGNS)
     scenes = [load_scene(n) for n in names]
-    sampler = FrameSampler(ViewSampler())
+    sampler = FrameSampler(ViewSampler(), fog=FogDraw(share=fog_share))
     train = render_set(scenes, FrameDraws(sampler, BackgroundBank(sampler.background_count, seed=0)), frames,
                        torch.Generator().manual_seed(seed), image_size, desc="train frames")
     test_bank = BackgroundBank(24, seed=HELDOUT_BACKGROUND_SEED)
-    test_sampler = replace(sampler, view=replace(sampler.view, background_count=len(test_bank)))
-    test = render_set(scenes, FrameDraws(test_sampler, test_bank, presets=True), test_frames,
-                      torch.Generator().manual_seed(seed + 10_000), image_size, desc="held-out frames")
-    return ContextFrames(names, scenes, sampler, train, test, (time.time() - t0) / 60)
+    test_sampler = replace(sampler, view=replace(sampler.view, background_count=len(test_bank)), fog=FogDraw())
+    tests = [render_set(scenes, FrameDraws(s, test_bank, presets=True), test_frames,
+                        torch.Generator().manual_seed(seed + 10_000), image_size, desc=desc)
+             for s, desc in ((test_sampler, "held-out frames"),
+                             (replace(test_sampler, fog=FogDraw(share=1.0)), "held-out frames in fog"))]
+    return ContextFrames(names, scenes, sampler, train, tests[0], tests[1], (time.time() - t0) / 60)
 
 
 Loss = Callable[[nn.Module, Tensor, list[Tensor], list[Tensor]], tuple[Tensor, dict]]
@@ -287,20 +299,30 @@ def fit(model: nn.Module, loss: Loss, frames: FrameSet, settings: FitSettings) -
     model.eval()
 
 
-def measure(model: Detector, data: ContextFrames, image_size: int) -> dict:
-    """Held-out AP@0.5 per class (labels looked up by name, so any label order works) and its mean, and
-    the stop sign's detection rate on the attack's frame grid."""
-    test_x, test_b, test_l = data.test.images, data.test.boxes, data.test.labels
+def held_out_ap(model: Detector, data: ContextFrames, frames: FrameSet) -> tuple[dict, float]:
+    """AP@0.5 per class on ``frames`` (labels looked up by name, so any label order works) and its mean."""
     classes = [s.class_name for s in data.scenes]
     index = torch.tensor([model.label_index(c) for c in classes])
-    dets = detect_all(model, test_x)
-    ap = {c: class_ap(dets, test_b, [index[lab] for lab in test_l], int(index[k])) for k, c in enumerate(classes)}
+    dets = detect_all(model, frames.images)
+    ap = {c: class_ap(dets, frames.boxes, [index[lab] for lab in frames.labels], int(index[k]))
+          for k, c in enumerate(classes)}
     finite = [v for v in ap.values() if not math.isnan(v)]
+    return ap, sum(finite) / len(finite) if finite else float("nan")
+
+
+def measure(model: Detector, data: ContextFrames, image_size: int) -> dict:
+    """Held-out AP@0.5 per class and its mean, clear and in fog, and the stop sign's detection rate on the
+    attack's frame grid."""
+    ap, mean = held_out_ap(model, data, data.test)
+    fog_ap, fog_mean = held_out_ap(model, data, data.test_fog)
     return {
-        "heldout_ap50": ap, "heldout_map50": sum(finite) / len(finite) if finite else float("nan"),
-        "heldout_frames": len(test_x), "heldout_signs": sum(len(b) for b in test_b),
+        "heldout_ap50": ap, "heldout_map50": mean,
+        "heldout_frames": len(data.test.images), "heldout_signs": sum(len(b) for b in data.test.boxes),
         "heldout": f"frames over background bank seed {HELDOUT_BACKGROUND_SEED} (24 images), lighting presets "
                    + ", ".join(LIGHTING_PRESETS),
+        "heldout_fog_ap50": fog_ap, "heldout_fog_map50": fog_mean,
+        "heldout_fog": "the same frames, each through fog (the farthest sign's transmission 0.1-0.9, "
+                       "physattack.eot.fog)",
         "grid_detection_rate_stop": grid_detection_rate(model, data.scenes[data.names.index("stop_sign")], image_size),
         "grid": "FrameGrid(EvalGrid()) over background bank seed 1000: the frames python -m physattack evaluates on",
     }
@@ -316,7 +338,7 @@ def train_detnet(options: DetNetTraining | None = None) -> tuple[DetNet, dict]:
     cfg = options or DetNetTraining()
     torch.manual_seed(cfg.seed)
     t0 = time.time()
-    data = context_frames(cfg.frames, cfg.test_frames, cfg.image_size, cfg.seed)
+    data = context_frames(cfg.frames, cfg.test_frames, cfg.image_size, cfg.seed, cfg.fog_share)
     labels = [s.class_name for s in data.scenes]
     model = DetNet(labels, width=cfg.width, neck=cfg.neck, input_size=cfg.image_size,
                    score_threshold=cfg.score_threshold)
@@ -354,6 +376,7 @@ class DetectorTraining:
         image_size: side of the rendered frames and of the network's input (a multiple of 32).
         score_threshold: the operating threshold recorded with the weights.
         storage: dtype of the written weights (float16 halves the file; the figures are measured on them).
+        fog_share: the share of training frames seen through fog (``physattack.eot.fog``; 0: none).
         seed: seed of the renders, the initialization and the batch order.
     """
 
@@ -372,9 +395,11 @@ class DetectorTraining:
     image_size: int = 160
     score_threshold: float = 0.3
     storage: str = "float16"
+    fog_share: float = 0.0
     seed: int = 0
 
     def __post_init__(self) -> None:
+        FogDraw(share=self.fog_share)
         check_choice("arch", self.arch, SIGN_ARCHS)
         check_choice("storage", self.storage, tuple(STORAGE))
         for name in ("frames", "test_frames", "epochs", "batch_size", "head_convs"):
@@ -431,7 +456,7 @@ def train_detector(options: DetectorTraining | None = None) -> tuple[Torchvision
     cfg = options or DetectorTraining()
     torch.manual_seed(cfg.seed)
     t0 = time.time()
-    data = context_frames(cfg.frames, cfg.test_frames, cfg.image_size, cfg.seed)
+    data = context_frames(cfg.frames, cfg.test_frames, cfg.image_size, cfg.seed, cfg.fog_share)
     arch = cfg.architecture([s.class_name for s in data.scenes])
     detector = sign_detector(arch)
     # channels-last convolutions: 1.3-1.7x faster training steps on a CPU (benchmarks/detector_train_step.py);
