@@ -83,9 +83,9 @@ class FogDraw:
 
     def __post_init__(self) -> None:
         check_range("fog_share", self.share, 0.0, 1.0, why="the share of training views seen through fog")
-        check_interval("fog_transmission", self.transmission, 0.0, 1.0, lo_open=True,
+        check_interval("FogDraw.transmission", self.transmission, 0.0, 1.0, lo_open=True,
                        why="the sign's transmission exp(-beta*d) in a foggy view")
-        check_interval("fog_background", self.background, 1.0, why="the background's depth over the sign's")
+        check_interval("FogDraw.background", self.background, 1.0, why="the background's depth over the sign's")
 
     def sample(self, distance_m: Tensor, ambient: Tensor, diffuse: Tensor, color: Tensor,
                generator: torch.Generator) -> Fog:

@@ -137,7 +137,6 @@ class FrameSampler:
         return FrameLayout(scene_index=scene, params=params,
                            sensor_px=(self.view.sensor_focal_px * 2 * torch.tan(torch.deg2rad(fov) / 2))[::k])
 
-
     @torch.no_grad()
     def sample_fog(self, layout: "FrameLayout", generator: torch.Generator) -> "FrameLayout":
         """``layout`` with fog drawn for its frames: one extinction per frame, set by its farthest sign (or,

@@ -67,7 +67,7 @@ class SignNetTraining:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        FogDraw(share=self.fog_share)
+        FogDraw(share=self.fog_share)                   # one sentence naming fog_share when it is not in [0, 1]
         for name in ("per_class", "test_per_class", "epochs", "batch_size", "width"):
             check_range(name, getattr(self, name), 1, integer=True)
         check_range("image_size", self.image_size, 8, integer=True, why="pixels")
@@ -94,12 +94,12 @@ def render_set(scene_names: list[str], per_class: int, source: ViewSource, gener
             if presets:
                 params = with_presets(params, generator)
             if foggy is None:
-                views = pipe(scene, scene.texture, params).images
-            else:
-                views = pipe(scene, scene.texture, params, effects=False)
+                shot = pipe(scene, scene.texture, params).images
+            else:                           # fog lies between the sign and the lens: before the camera's effects
+                raw = pipe(scene, scene.texture, params, effects=False)
                 drawn = fog.sample(params.distance_m, params.ambient, params.diffuse, params.lights().color, foggy)
-                views = apply_camera_effects(drawn.view(views.images, views.alpha, params.distance_m), params)
-            images.append((views * 255).round().to(torch.uint8))
+                shot = apply_camera_effects(drawn.view(raw.images, raw.alpha, params.distance_m), params)
+            images.append((shot * 255).round().to(torch.uint8))
             labels.append(torch.full((n,), label))
             bar.update(n)
     bar.close()

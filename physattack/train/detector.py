@@ -89,7 +89,7 @@ class DetNetTraining:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        FogDraw(share=self.fog_share)
+        FogDraw(share=self.fog_share)                   # one sentence naming fog_share when it is not in [0, 1]
         for name in ("frames", "test_frames", "epochs", "batch_size", "width", "neck"):
             check_range(name, getattr(self, name), 1, integer=True)
         if check_range("image_size", self.image_size, 16, integer=True, why="pixels") % 16:
@@ -399,7 +399,7 @@ class DetectorTraining:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        FogDraw(share=self.fog_share)
+        FogDraw(share=self.fog_share)                   # one sentence naming fog_share when it is not in [0, 1]
         check_choice("arch", self.arch, SIGN_ARCHS)
         check_choice("storage", self.storage, tuple(STORAGE))
         for name in ("frames", "test_frames", "epochs", "batch_size", "head_convs"):

@@ -54,8 +54,8 @@ def test_a_foggy_frame_keeps_its_layout_and_boxes_and_the_far_sign_loses_more_co
     assert torch.equal(clear.boxes[0], fogged.boxes[0])
     air = foggy.fog.air.view(3, 1, 1)
     for box, t in zip(clear.boxes[0], (math.sqrt(0.3), 0.3)):            # the near sign at half the distance
-        x0, y0, x1, y1 = (int(v) for v in box.tolist())
-        mid = (slice(None), slice((y0 + y1) // 2 - 1, (y0 + y1) // 2 + 2), slice((x0 + x1) // 2 - 1, (x0 + x1) // 2 + 2))
+        cx, cy = int(box[0] + box[2]) // 2, int(box[1] + box[3]) // 2
+        mid = (slice(None), slice(cy - 1, cy + 2), slice(cx - 1, cx + 2))
         c, f = clear.images[0][mid], fogged.images[0][mid]
         assert torch.allclose(f, (c * t + air * (1 - t)).clamp(0, 1), atol=0.02)
 
