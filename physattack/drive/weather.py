@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from physattack.eot.fog import AIRLIGHT_ALBEDO
+from physattack.eot.fog import airlight as fog_airlight
 
 BACKDROP_DEPTH_M = 200.0       # a background image's depth for fog
 FULL_FRAME_PX = 1920 * 1080    # rain density: drops per this many pixels
@@ -71,9 +71,11 @@ WEATHER: dict[str, Weather] = {w.name: w for w in (
 
 
 def airlight(ambient: float, diffuse: float, color) -> np.ndarray:
-    """The fog's colour under a light (ambient and diffuse intensities, RGB colour): the street's horizon haze."""
-    lit = float(np.clip(ambient + 0.5 * diffuse, 0.02, 1.3))
-    return np.array(AIRLIGHT_ALBEDO, np.float32) * lit * np.asarray(color, np.float32)
+    """The fog's colour under a light (ambient and diffuse intensities, RGB colour): the street's horizon haze,
+    ``physattack.eot.fog.airlight`` for one light."""
+    light = torch.tensor([float(ambient), float(diffuse)], dtype=torch.float64)
+    rgb = torch.as_tensor(np.asarray(color, np.float64)).view(1, 3)
+    return fog_airlight(light[:1], light[1:], rgb)[0].numpy().astype(np.float32)
 
 
 def transmission(depth_m, weather: Weather):
