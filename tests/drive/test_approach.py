@@ -227,3 +227,36 @@ def test_clean_camera_films_a_share_of_the_drives_with_the_drives_own_camera():
                 == torch.tensor(list(CLEAN_CAMERA.values()))).all(-1).any()
     with pytest.raises(InputError, match="eot.sampler.clean_camera"):
         ApproachSampler(clean_camera=1.5)
+
+
+def test_views_draw_the_boxes_measured_where_their_sign_is_in_the_frame():
+    """Two places at the same distance, where the detector boxed the sign differently (a tight box 6 m right, a
+    true one 3.5 m right): keyed by place, each window frame draws its own place's box; keyed by distance
+    alone, both are mixed. A bad ``by`` is one sentence."""
+    from physattack.drive.approach import BoxMeasurements
+
+    cam = Dashcam()
+    s = ApproachSampler(dashcam=cam, drives=32, segments=1, lane_offset_m=(3.5, 6.0), speed_kmh=(30.0, 30.0),
+                        start_m=70.0, framing=DetectorFraming(None, None, neighbours=3, by="place"))
+    # measured on frames at the windows' distances, the sign 3.5 and 6 m right: ratio 0.66 at 6 m, 1.0 at 3.5 m
+    dist = torch.linspace(60.0, 72.0, 13).repeat(2)
+    offset = torch.cat([torch.full((13,), 3.5), torch.full((13,), 6.0)])
+    y = torch.full_like(dist, cam.height_m - s.sign_height_m)
+    boxes = s._boxes(-offset, y, dist).float()
+    place = torch.cat([(boxes[:, :2] + boxes[:, 2:]) / 2, (boxes[:, 2:] - boxes[:, :2]).amax(1, keepdim=True)], 1)
+    ratio = torch.where(offset > 5, 0.66, 1.0)
+    zeros = torch.zeros_like(dist)
+    s.framing.measured = BoxMeasurements(dist, torch.ones_like(dist, dtype=torch.bool), ratio, zeros, zeros, place)
+    w = s.windows(torch.Generator().manual_seed(1))
+    lateral = w.params.distance_m * torch.sin(torch.deg2rad(w.params.azimuth_deg)).abs()
+    right, near = lateral > 5.4, lateral < 4.1                  # frames nearest the 6-m and the 3.5-m measurements
+    assert right.sum() >= 5 and near.sum() >= 5
+    frame = w.params.frame
+    assert torch.allclose(frame[right], torch.full_like(frame[right], s.crop_frame / 0.66))
+    assert torch.allclose(frame[near], torch.full_like(frame[near], s.crop_frame))
+    s.framing.by = "distance"
+    mixed = s.windows(torch.Generator().manual_seed(1)).params.frame
+    assert not torch.allclose(mixed[right], torch.full_like(mixed[right], s.crop_frame / 0.66))
+    with pytest.raises(InputError, match="eot.sampler.fit.by"):
+        DetectorFraming(None, None, by="nearest")
+
