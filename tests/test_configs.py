@@ -29,8 +29,8 @@ def hydra_ctx():
 
 
 #: victim options built from bundled weights (the others need cached torchvision/timm weights).
-BUNDLED_VICTIMS = {"signnet", "signnet_fog", "detnet", "det_fcos", "det_retinanet", "ensemble", "ensemble_convnext",
-                   "detector_ensemble", "stack_tinynet_e"}
+BUNDLED_VICTIMS = {"signnet", "signnet_fog", "signnet_fog10", "detnet", "det_fcos", "det_retinanet", "ensemble",
+                   "ensemble_convnext", "detector_ensemble", "stack_tinynet_e"}
 
 
 @pytest.mark.parametrize("group,option", OPTIONS, ids=[f"{g}/{o}" for g, o in OPTIONS])
