@@ -528,7 +528,7 @@ class FootageRenderer:
         W, H = self.dashcam.width_px, self.dashcam.height_px
         if not (0 <= x0 < x1 <= W and 0 <= y0 < y1 <= H):
             raise InputError(f"The region {list(region)} is not inside the {W}×{H} frame.")
-        from physattack.drive.night import printed_texels
+        from physattack.eot.night import printed_texels
 
         clean = scene.texture.detach().float().cpu()
         adv = texture.detach().float().cpu()

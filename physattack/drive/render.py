@@ -22,10 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from physattack.drive.night import headlit
+from physattack.eot.night import NIGHT_BACKDROP, headlit
 from physattack.drive.occlusion import ambient_only
 from physattack.drive.trajectories import Dashcam, DriveFrames, Region, projected_boxes
-from physattack.drive.weather import BACKDROP_DEPTH_M, add_rain, fogged
+from physattack.drive.weather import add_rain, fogged
+from physattack.eot.fog import BACKDROP_DEPTH_M
 from physattack.eot.backgrounds import BackgroundBank
 from physattack.eot.effects import apply_camera_effects
 from physattack.eot.params import REC709_LUMA, SceneParams
@@ -33,7 +34,6 @@ from physattack.errors import InputError, check_range
 from physattack.render.renderer import Renderer
 from physattack.scene.scene import Scene
 
-NIGHT_BACKDROP = 0.05      # a background image's share of its daylight brightness at night (streets are lit instead)
 
 
 def roll_off(images: Tensor, knee: float) -> Tensor:
@@ -327,4 +327,4 @@ class DriveRenderer:
         return DriveImages(torch.cat(images), boxes, region)
 
 
-__all__ = ["NIGHT_BACKDROP", "DriveImages", "DriveRenderer", "roll_off"]
+__all__ = ["DriveImages", "DriveRenderer", "roll_off"]

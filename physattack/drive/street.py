@@ -322,7 +322,7 @@ def render_street(street: Street, camera: Pinhole, region: Region, lights: dict,
     (a lighting preset's fields and its ``color``, RGB), through ``weather``'s fog if it has one
     (``physattack.drive.weather``: each pixel by its depth) and on its wet street if it has one (the paved
     surfaces darker and mirroring the street and the sky). At night, in the car's ``headlights``
-    (``physattack.drive.night``), the other signs' faces retroreflect as the stop sign's does. Returns h×w×3 float32
+    (``physattack.eot.night``), the other signs' faces retroreflect as the stop sign's does. Returns h×w×3 float32
     in [0, 1]; with ``reflections``, also the wet road's mirror weight (h×w: 0 where nothing is wet) and the mirror
     it shows (h×w×3, the street upside down, blurred and fogged), for what the street does not hold (the sign)."""
     from physattack.drive.weather import WET_DARKENING, airlight, road_gloss, streak_px, transmission

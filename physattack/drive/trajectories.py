@@ -28,7 +28,7 @@ from torch import Tensor
 
 from physattack.drive.curve import Curve
 from physattack.drive.glare import SUN_AHEAD, Glare
-from physattack.drive.night import Headlights
+from physattack.eot.night import Headlights
 from physattack.drive.occlusion import OCCLUSION
 from physattack.drive.weather import WEATHER
 from physattack.eot.grid import CAMERA_EFFECT_PRESETS, LIGHTING_PRESETS, _check_presets
@@ -41,7 +41,7 @@ Range = tuple[float, float]
 Region = tuple[int, int, int, int]
 
 #: the light of a drive: the held-out grid's presets (``LIGHTING_PRESETS``), and four that only drives have (the EOT
-#: samplers never draw them): dusk, night in the car's own headlights (``physattack.drive.night``), night on a lit
+#: samplers never draw them): dusk, night in the car's own headlights (``physattack.eot.night``), night on a lit
 #: street (the headlights, and street lamps overhead: 4000-K LEDs from high above the road, which light sheeting and
 #: print alike, since the sheeting returns their light towards the lamps, not the camera) and a low sun ahead,
 #: behind the sign, with its glare (``physattack.drive.glare``)
@@ -77,7 +77,7 @@ class Dashcam:
         auto_exposure: expose each frame for the whole frame (``physattack.drive.render.DriveRenderer.exposure_gains``): its gain brings
             the frame's mean luminance to ``exposure_target``, within ``exposure_range`` (the shutter and gain a
             dashcam has); what the gain lifts past white clips (the sensor's limited dynamic range). False: the
-            fixed exposure of the light presets (and of night, ``physattack.drive.night``).
+            fixed exposure of the light presets (and of night, ``physattack.eot.night``).
         auto_white_balance: grey world on the same metering (``physattack.drive.render.DriveRenderer.white_balance``): each channel's mean
             brought to the frame's mean luminance, so a street under 4000-K lamps is not orange.
         highlights: ``clip`` (a plain sensor: past white every channel clips) or ``rolloff`` (an HDR camera's tone
@@ -203,7 +203,7 @@ class DriveFrames:
         params: SceneParams of the T frames: light, camera effects, background, and the view from
             the sign (distance, azimuth, elevation) for reference.
         street: the street behind the sign (``physattack.drive.street.Street``), or None: the background bank.
-        headlights: the car's headlamps at night (``physattack.drive.night.Headlights``), or None.
+        headlights: the car's headlamps at night (``physattack.eot.night.Headlights``), or None.
         weather: fog and rain (``physattack.drive.weather.Weather``), or None: clear air.
         occlusion: what hides part of the sign, or a shadow on it (``physattack.drive.occlusion.Occluder``), or None.
         yaw_deg: the sign turned on its post (``turn``); the street and occluders stand in the road's coordinates.

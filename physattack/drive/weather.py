@@ -32,9 +32,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from physattack.eot.fog import airlight as fog_airlight
+from physattack.eot.fog import BACKDROP_DEPTH_M, airlight as fog_airlight
 
-BACKDROP_DEPTH_M = 200.0       # a background image's depth for fog
 FULL_FRAME_PX = 1920 * 1080    # rain density: drops per this many pixels
 WET_DARKENING = 0.55           # a wet road's albedo over its dry one (Lekner and Dorf 1988: about half for asphalt)
 WATER_R0 = ((1.33 - 1) / (1.33 + 1)) ** 2      # water's reflectance at normal incidence (Schlick's R0), 0.020
@@ -140,5 +139,5 @@ def add_rain(images: Tensor, weather: Weather, seeds: Tensor) -> Tensor:
     return torch.cat(out).to(images.dtype)
 
 
-__all__ = ["BACKDROP_DEPTH_M", "STREAK_RAD", "WATER_R0", "WEATHER", "WET_DARKENING", "Weather", "add_rain", "airlight",
+__all__ = ["STREAK_RAD", "WATER_R0", "WEATHER", "WET_DARKENING", "Weather", "add_rain", "airlight",
            "fog_layer", "fogged", "road_gloss", "streak_px", "transmission", "water_reflectance"]

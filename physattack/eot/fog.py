@@ -26,6 +26,8 @@ from physattack.errors import check_interval, check_range
 
 Range = tuple[float, float]
 
+#: a background image's depth for fog, metres (drives, and views with ``SceneParams.fog_beta``)
+BACKDROP_DEPTH_M = 200.0
 #: the fog's albedo: the colour a fully fogged view takes, times the light's intensity and colour.
 AIRLIGHT_ALBEDO = (0.78, 0.80, 0.82)
 
@@ -105,4 +107,4 @@ def fog_generator(generator: torch.Generator) -> torch.Generator:
     return torch.Generator().manual_seed(generator.initial_seed() + 0x6F67)
 
 
-__all__ = ["AIRLIGHT_ALBEDO", "Fog", "FogDraw", "airlight", "fog_generator"]
+__all__ = ["AIRLIGHT_ALBEDO", "BACKDROP_DEPTH_M", "Fog", "FogDraw", "airlight", "fog_generator"]

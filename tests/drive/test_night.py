@@ -1,4 +1,4 @@
-"""Night drives (physattack/drive/night.py): in the car's headlights the sign's retroreflective face outshines a
+"""Night drives (physattack/eot/night.py): in the car's headlights the sign's retroreflective face outshines a
 matte sticker of the same colour many times over; under street lamps too, less so; in daylight the two look
 alike."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from physattack.drive.night import Headlights
+from physattack.eot.night import Headlights
 from physattack.drive.render import DriveRenderer
 from physattack.drive.trajectories import Dashcam, Drive
 from physattack.eot import BackgroundBank

@@ -1,4 +1,5 @@
-"""Night drives in the car's own headlights: the sign face is retroreflective sheeting, a printed sticker is not.
+"""Night in the car's own headlights (drives, and views with ``SceneParams.headlights``): the sign face is
+retroreflective sheeting, a printed sticker is not.
 
 A stop sign's face is retroreflective sheeting (ASTM D4956): glass beads or prisms send the headlights' light
 back towards its source, so the driver — a little above the lamps — sees the face hundreds of times brighter
@@ -35,6 +36,9 @@ from torch import Tensor
 
 from physattack.errors import InputError, check_range
 
+#: a background image's share of its daylight brightness at night (a bank image is a daylight photograph; streets
+#: are lit instead)
+NIGHT_BACKDROP = 0.05
 #: white sheeting's coefficient of retroreflection at α = 0.2°, β = -4° (ASTM D4956 minimum), cd·lx⁻¹·m⁻²
 SHEETING_RA = {"type_i": 70.0, "type_iii": 250.0}
 ALPHA_EXPONENT = 0.92        # R_A ∝ α^-0.92 between 0.2° and 0.5° (70 -> 30, 250 -> 95)
@@ -82,24 +86,24 @@ class Headlights:
 
 
 def headlit(renderer, scene, texture: Tensor, cam, alpha: Tensor, headlights: Headlights, camera_m: Tensor) -> Tensor:
-    """1×3×h×w: what the car's ``headlights`` add to a rendered sign window (premultiplied; ``cam``: its camera,
-    ``alpha``: its cover, ``camera_m``: 1×3 the camera's place): sheeting retroreflects, print and the post are
-    matte. Three flat renders (ambient 1, no sun): the albedo, and the sheeting's cover as the difference of the
-    sheeting mask's and an all-zero texture's (the post, untextured, cancels)."""
+    """B×3×h×w: what the car's ``headlights`` add to B rendered views of the sign (premultiplied; ``cam``: their
+    cameras, ``alpha``: their cover B×1×h×w, ``camera_m``: B×3 the cameras' places): sheeting retroreflects, print
+    and the post are matte. Three flat renders (ambient 1, no sun): the albedo, and the sheeting's cover as the
+    difference of the sheeting mask's and an all-zero texture's (the post, untextured, cancels)."""
     from physattack.eot.params import color_temperature_rgb
     from physattack.render.shade import Lights
 
-    dev = texture.device
-    flat = Lights(ambient=torch.ones(1, device=dev), diffuse=torch.zeros(1, device=dev),
-                  direction=torch.tensor([[0.0, 0.0, 1.0]], device=dev), color=torch.ones(1, 3, device=dev))
+    dev, b = texture.device, len(camera_m)
+    flat = Lights(ambient=torch.ones(b, device=dev), diffuse=torch.zeros(b, device=dev),
+                  direction=torch.tensor([[0.0, 0.0, 1.0]], device=dev).expand(b, 3),
+                  color=torch.ones(b, 3, device=dev))
     albedo = renderer.render(scene, texture, cam, flat).images
     sheet = (renderer.render(scene, sheeting_texture(scene, texture), cam, flat).images
              - renderer.render(scene, torch.zeros_like(texture), cam, flat).images)[:, :1]
     share = (sheet / alpha.clamp(min=1e-6)).clamp(0, 1)              # of a pixel's cover, sheeting
-    retro, matte = (g.to(dev) for g in headlights.gains(camera_m.cpu()))
+    retro, matte = (g.to(dev)[:, None, None, None] for g in headlights.gains(camera_m.cpu()))
     tint = color_temperature_rgb(torch.tensor([headlights.color_temp_k])).to(dev)[:, :, None, None]
-    return headlights.exposure * albedo * tint * (share * retro[:, None, None, None]
-                                                  + (1 - share) * matte[:, None, None, None])
+    return headlights.exposure * albedo * tint * (share * retro + (1 - share) * matte)
 
 
 def printed_texels(scene, texture: Tensor) -> Tensor:
@@ -116,4 +120,4 @@ def sheeting_texture(scene, texture: Tensor) -> Tensor:
     return (face - printed_texels(scene, texture)).expand(3, -1, -1)
 
 
-__all__ = ["Headlights", "SHEETING_RA", "headlit", "printed_texels", "sheeting_texture"]
+__all__ = ["NIGHT_BACKDROP", "Headlights", "SHEETING_RA", "headlit", "printed_texels", "sheeting_texture"]
