@@ -34,6 +34,7 @@ that would still stop the car. A step's success is the share of its drives in wh
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -43,8 +44,8 @@ from torchvision.ops import box_iou
 from physattack.drive.judge import check_vote
 from physattack.drive.surrogate import stop_margin
 from physattack.drive.render import DriveRenderer
-from physattack.drive.trajectories import (Dashcam, Drive, braking_distance_m, face_corners, projected_boxes,
-                                          random_drives)
+from physattack.drive.trajectories import (DRIVE_LIGHTS, Dashcam, Drive, braking_distance_m, face_corners,
+                                          projected_boxes, random_drives)
 from physattack.eot.params import SceneParams
 from physattack.eot.sampler import ViewSampler, _uniform, sensor_pixels
 from physattack.errors import InputError, check_interval, check_range
@@ -279,6 +280,47 @@ class Windows:
         return drives if len(extra) == 0 else (drives + extra.float().mean()) / 2
 
 
+@dataclass(frozen=True)
+class Conditions:
+    """The drives' own light and weather, drawn per approach (issue 27's presets in EOT; the held-out drives' are
+    ``drive.drives.lighting`` and ``weather``): a share ``fog`` of the drives in fog of a meteorological visibility
+    log-uniform in ``fog_visibility_m`` (the drives' ``fog`` is 150 m, ``haze`` 400 m; ``physattack.eot.fog``), a
+    share ``night`` at night in the car's headlights (the drives' ``night`` light: the sheeting retroreflects,
+    print does not; ``physattack.eot.night``) and a share ``dusk`` in the drives' ``dusk`` light; the others keep
+    ``view``'s daylight. Shares of 0 draw nothing, so every other draw of a step stays as it was."""
+
+    fog: float = 0.0
+    fog_visibility_m: Range = (150.0, 1000.0)
+    night: float = 0.0
+    dusk: float = 0.0
+
+    def __post_init__(self) -> None:
+        key = "eot.sampler.conditions."
+        for name in ("fog", "night", "dusk"):
+            check_range(key + name, getattr(self, name), 0.0, 1.0, why="a share of the drives")
+        check_interval(key + "fog_visibility_m", self.fog_visibility_m, 0.0, lo_open=True,
+                       why="the fog's visibility in metres")
+        if self.night + self.dusk > 1.0:
+            raise InputError(f"{key}night={self.night:g} and {key}dusk={self.dusk:g} add up to more than every drive: "
+                             "make their sum at most 1.")
+
+    def draw(self, base: SceneParams, generator: torch.Generator) -> SceneParams:
+        """``base`` (one row per drive) with its drives' fog and light drawn."""
+        d, g, out = len(base), generator, base
+        if self.fog:
+            u = torch.rand(d, 2, generator=g)
+            lo, hi = (math.log(v) for v in self.fog_visibility_m)
+            visibility = torch.exp(lo + (hi - lo) * u[:, 1])
+            out = replace(out, fog_beta=torch.where(u[:, 0] < self.fog, 3.912 / visibility, torch.zeros(d)))
+        if self.night or self.dusk:
+            u = torch.rand(d, generator=g)
+            night, dusk = u < self.night, (u >= self.night) & (u < self.night + self.dusk)
+            light = {k: torch.where(night, v, torch.where(dusk, DRIVE_LIGHTS["dusk"][k], getattr(out, k)))
+                     for k, v in DRIVE_LIGHTS["night"].items()}
+            out = replace(out, headlights=night.float(), **light)
+        return out
+
+
 @dataclass
 class ApproachSampler:
     """Approach windows of random drives, framed by the detector (see the module docstring).
@@ -308,6 +350,8 @@ class ApproachSampler:
             blur and noise, no motion blur, exposure, contrast or JPEG) instead of ``view``'s drawn effects. A car's
             verdict turns on the frames it reads best, and those are the sharp ones: a patch fitted only to the
             drawn (mostly degraded) frames hides in them and is read in the clean ones.
+        conditions: the drives' light and weather (``Conditions``: shares in fog, at night in the headlights, at
+            dusk); none by default. The detector framing is measured in daylight, clear air.
         framing: a classifier's detector framing (``DetectorFraming``; the builder attaches it).
         tiles: a detector's windows: the drive stack's search tiles (``physattack.drive.stacks.SearchTiles``), which
             ``for_detector`` sets.
@@ -332,6 +376,7 @@ class ApproachSampler:
     views: ViewSampler | None = None
     views_per_step: int = 0
     clean_camera: float = 0.0
+    conditions: Conditions = field(default_factory=Conditions)
     framing: DetectorFraming | None = None
     tiles: object | None = None     # a detector's: physattack.drive.stacks.SearchTiles, the drive stack's tiling
 
@@ -345,6 +390,8 @@ class ApproachSampler:
             self.decision = ApproachObjective(**self.decision)
         if isinstance(self.views, dict):
             self.views = ViewSampler(**self.views)
+        if isinstance(self.conditions, dict):
+            self.conditions = Conditions(**self.conditions)
         if self.background_count is not None:
             self.view = replace(self.view, background_count=self.background_count)
             if isinstance(self.views, ViewSampler):
@@ -502,6 +549,7 @@ class ApproachSampler:
             clean = torch.rand(d, generator=g) < self.clean_camera
             base = replace(base, **{k: torch.where(clean, torch.full_like(getattr(base, k), v), getattr(base, k))
                                     for k, v in CLEAN_CAMERA.items()})
+        base = self.conditions.draw(base, g)
         per = lambda t: t.repeat_interleave(s * n)  # noqa: E731
         flat = lambda t: t.reshape(-1)  # noqa: E731
         count = d * s * n
@@ -533,5 +581,5 @@ class ApproachSampler:
         return Windows(params, found, d, s, self.decision, group, usable)
 
 
-__all__ = ["CLEAN_CAMERA", "ApproachObjective", "ApproachSampler", "BoxMeasurements", "DetectorFraming", "Framing",
-           "Windows"]
+__all__ = ["CLEAN_CAMERA", "ApproachObjective", "ApproachSampler", "BoxMeasurements", "Conditions", "DetectorFraming",
+           "Framing", "Windows"]

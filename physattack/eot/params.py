@@ -49,6 +49,10 @@ class SceneParams:
     kernel length, 1 = none) and ``motion_angle_deg``; ``exposure`` gain; ``contrast``;
     ``noise_std``; ``jpeg_quality`` (100 = not compressed); ``noise_seed``.
     Background: ``background_index`` into the bank, crop ``bg_x``, ``bg_y`` in [0, 1], ``bg_scale``.
+    Weather and night (0 unless a sampler draws them; ``ViewPipeline`` applies them): ``fog_beta``, the fog's
+    extinction per metre (``physattack.eot.fog``: the sign seen through ``exp(-fog_beta·distance_m)``, the
+    background as if ``BACKDROP_DEPTH_M`` away); ``headlights``, 1 where the view is lit at night by a car's
+    headlamps (``physattack.eot.night``: the sheeting retroreflects, print does not, the background is dark).
     """
 
     distance_m: Tensor
@@ -76,6 +80,13 @@ class SceneParams:
     bg_x: Tensor
     bg_y: Tensor
     bg_scale: Tensor
+    fog_beta: Tensor | None = None
+    headlights: Tensor | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("fog_beta", "headlights"):          # clear air, daylight: the draws that predate them
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, torch.zeros_like(self.distance_m))
 
     def __len__(self) -> int:
         return self.distance_m.shape[0]

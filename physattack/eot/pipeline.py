@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import torch
 from torch import Tensor
 
 from physattack.eot.backgrounds import BackgroundBank
 from physattack.eot.effects import apply_camera_effects
+from physattack.eot.fog import BACKDROP_DEPTH_M, Fog, airlight
+from physattack.eot.night import NIGHT_BACKDROP, Headlights, headlit
 from physattack.eot.params import SceneParams
 from physattack.errors import InputError, check_range
 from physattack.render.renderer import RenderedViews, Renderer
@@ -38,13 +41,38 @@ class ViewPipeline:
         self.object_width_m = object_width_m
 
     def __call__(self, scene: Scene, texture: Tensor, params: SceneParams, effects: bool = True) -> RenderedViews:
+        """The views of ``params``: rendered over their backgrounds, lit at night by the car's headlamps where
+        ``params.headlights`` says so, seen through fog of ``params.fog_beta``, then the camera's effects."""
         params = params.to(texture.device)
         width = self.object_width_m or max(scene.texture_size_m)
         cameras = params.cameras(width, self.image_size)
         bg = self.backgrounds.crops(params.background_index, params.bg_x, params.bg_y, params.bg_scale,
                                     self.image_size)
+        night = params.headlights > 0
+        if bool(night.any()):                       # a bank image is a daylight photograph: dark at night
+            bg = torch.where(night.view(-1, 1, 1, 1), bg * NIGHT_BACKDROP, bg)
         views = self.renderer.render(scene, texture, cameras, params.lights(), bg)
+        if bool(night.any()):
+            views = replace(views, images=self._headlit(scene, texture, params, views, night))
+        if bool((params.fog_beta > 0).any()):
+            beta = params.fog_beta.float()
+            fog = Fog(beta=beta, background_m=torch.full_like(beta, BACKDROP_DEPTH_M),
+                      air=airlight(params.ambient.float(), params.diffuse.float(), params.lights().color.float()))
+            views = replace(views, images=fog.view(views.images, views.alpha, params.distance_m.float()))
         if not effects:
             return views
         return replace(views, images=apply_camera_effects(views.images, params))
 
+    def _headlit(self, scene: Scene, texture: Tensor, params: SceneParams, views: RenderedViews,
+                 night: Tensor) -> Tensor:
+        """``views.images`` with what the car's headlamps (``physattack.eot.night.Headlights``' defaults, the drives')
+        add to the views ``night`` marks; their cameras' places follow from distance, azimuth and elevation."""
+        idx = torch.nonzero(night).flatten()
+        sub = params[idx]
+        width = self.object_width_m or max(scene.texture_size_m)
+        az, el = torch.deg2rad(sub.azimuth_deg.float()), torch.deg2rad(sub.elevation_deg.float())
+        place = sub.distance_m.float()[:, None] * torch.stack(
+            [torch.cos(el) * torch.sin(az), torch.sin(el), torch.cos(el) * torch.cos(az)], -1)
+        lit = headlit(self.renderer, scene, texture, sub.cameras(width, self.image_size), views.alpha[idx],
+                      Headlights(), place)
+        return views.images.index_add(0, idx, lit)

@@ -112,8 +112,9 @@ def test_fog_takes_contrast_by_depth_and_rain_is_the_same_for_the_same_frame(sto
 
 
 def test_the_eot_samplers_never_draw_a_street_night_weather_or_occlusion():
-    """The held-out streets, night, weather and occlusions are for judging only: every drive an EOT sampler draws
-    is a daylight drive over a background image in clear air with nothing in the way."""
+    """The held-out streets and occlusions are for judging only: every drive an EOT sampler draws is a drive over a
+    background image with nothing in the way, by day in clear air unless the approach sampler's ``conditions`` ask
+    for fog, dusk or night (tests/drive/test_conditions.py)."""
     from physattack.drive.trajectories import DriveSampler, random_drives
 
     drives = DriveSampler().drives(64, torch.Generator().manual_seed(0))

@@ -20,7 +20,7 @@ def _params(b: int, **overrides) -> SceneParams:
                 shift_y=0.0, ambient=0.5, diffuse=0.5, light_azimuth_deg=0.0, light_elevation_deg=45.0,
                 color_temp_k=6500.0, sensor_px=float(W), blur_sigma_px=0.0, motion_px=1.0,
                 motion_angle_deg=0.0, exposure=1.0, contrast=1.0, noise_std=0.0, jpeg_quality=100.0,
-                bg_x=0.5, bg_y=0.5, bg_scale=1.0)
+                bg_x=0.5, bg_y=0.5, bg_scale=1.0, fog_beta=0.0, headlights=0.0)
     values = {}
     for f in fields(SceneParams):
         if f.name in ("noise_seed", "background_index"):
