@@ -87,6 +87,10 @@ def test_the_approach_sampler_draws_fog_night_and_dusk_per_drive_and_nothing_by_
     assert 6 <= int(lit.sum()) <= 26 and bool((amb[lit] == DRIVE_LIGHTS["night"]["ambient"]).all())
     dusk = amb == DRIVE_LIGHTS["dusk"]["ambient"]
     assert 6 <= int(dusk.sum()) <= 26 and not bool((dusk & lit).any())
+    # a detector's windows (the drive stack's tiles) keep their drive's conditions; its close views stay clear
+    tiles = ApproachSampler(drives=4, segments=1, views_per_step=2, views={}, conditions={"night": 1.0})
+    w = tiles.for_detector(64).windows(g())
+    assert bool((w.params.headlights[:w.frames] == 1).all()) and not bool(w.params.headlights[w.frames:].any())
     # a night view in fog still passes the gradient to the patch
     texture = stop_scene.texture.clone().requires_grad_(True)
     row = p[torch.nonzero(p.headlights > 0).flatten()[:2]]
