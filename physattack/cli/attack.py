@@ -166,7 +166,8 @@ def drive_evaluation(cfg: DictConfig, parts: AttackParts, run: RunConfig, device
     if perception is None:
         return None
     return build.drive_evaluation(node, perception, scene=parts.scene, renderer=parts.eval_pipeline.renderer,
-                                  backgrounds=parts.eval_pipeline.backgrounds)
+                                  backgrounds=parts.eval_pipeline.backgrounds,
+                                  print_retroreflects=build.print_retroreflects(cfg))
 
 
 def attack_and_report(parts: AttackParts, run: RunConfig, run_dir: Path, tracker, drive=None) -> RunReport:

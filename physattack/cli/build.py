@@ -83,6 +83,19 @@ def printer(cfg: DictConfig, device):
     return load_palette(node.get("palette")), load_colour_model(node.get("model")).to(device)
 
 
+#: what ``printer.material`` may name: the print is matte (vinyl or paint), or on retroreflective film
+PRINT_MATERIALS = ("matte", "retroreflective")
+
+
+def print_retroreflects(cfg: DictConfig) -> bool:
+    """Whether ``cfg.printer.material`` prints the patch on retroreflective film (matte when absent)."""
+    material = (cfg.get("printer") or {}).get("material", "matte")
+    if material not in PRINT_MATERIALS:
+        raise InputError(f"printer.material={material!r} is not a print material: use matte (vinyl, paint) or "
+                         "retroreflective (printed retroreflective film).")
+    return material == "retroreflective"
+
+
 def export_options(cfg: DictConfig, **override):
     from physattack.printing.export import ExportOptions
 
@@ -192,15 +205,17 @@ def drive_config(option: str = "quick") -> DictConfig:
         return compose(config_name="drive", overrides=[f"drive={option}"]).drive
 
 
-def drive_evaluation(node: DictConfig, perception, *, scene, renderer, backgrounds):
+def drive_evaluation(node: DictConfig, perception, *, scene, renderer, backgrounds,
+                     print_retroreflects: bool = False):
     """The drive evaluation a ``conf/drive/*.yaml`` node describes, of ``perception`` (the stack the attack
-    kind chose: ``physattack.drive.build.Perception``), over held-out ``backgrounds``. Bad settings (a
-    braking point beyond the first frame, k > n) are refused here, before any frame is rendered."""
+    kind chose: ``physattack.drive.build.Perception``), over held-out ``backgrounds``; ``print_retroreflects``:
+    the run's ``printer.material`` (``print_retroreflects``). Bad settings (a braking point beyond the first
+    frame, k > n) are refused here, before any frame is rendered."""
     from physattack.drive.build import DriveWorld, drive_evaluation as evaluation
 
     dashcam = make(node.dashcam)
     drive_set = make(node.drives, background_count=len(backgrounds), _convert_="all")
-    world = DriveWorld(scene, drive_set.drives(), renderer, backgrounds, dashcam)
+    world = DriveWorld(scene, drive_set.drives(), renderer, backgrounds, dashcam, print_retroreflects)
     return evaluation(world, perception, make(node.settings), make(node.stack, _convert_="all"))
 
 

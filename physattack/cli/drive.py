@@ -75,7 +75,8 @@ def run_drive(cfg: DictConfig, out_dir: str | Path) -> dict:
         photograph = None
     else:
         evaluation = build.drive_evaluation(cfg.drive, perception, scene=run.scene, renderer=run.renderer,
-                                            backgrounds=run.eval_bank)
+                                            backgrounds=run.eval_bank,
+                                            print_retroreflects=build.print_retroreflects(run.cfg))
         photograph = build.camera_stage(run.eval_pipeline)
     write_command(out_dir, command_identity(cfg))
     tracker = build.tracker(cfg, out_dir, OmegaConf.to_container(cfg, resolve=True))

@@ -79,8 +79,9 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     sampler = build.approach_framing(sampler, cfg, scene=scene, renderer=renderer, backgrounds=bank, device=device)
     attack.check_budget(sampler)
     palette, colour_model = build.printer(cfg, device)
-    pipeline = build.photographed(ViewPipeline(renderer, bank, size), colour_model)
-    eval_pipeline = build.photographed(ViewPipeline(renderer, eval_bank, size), colour_model)
+    retro = build.print_retroreflects(cfg)
+    pipeline = build.photographed(ViewPipeline(renderer, bank, size, print_retroreflects=retro), colour_model)
+    eval_pipeline = build.photographed(ViewPipeline(renderer, eval_bank, size, print_retroreflects=retro), colour_model)
     names = build.victim_names(cfg, victim)
     protocol = None
     if cfg.get("evaluation") is not None and cfg.evaluation.enabled:

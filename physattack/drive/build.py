@@ -33,6 +33,7 @@ class DriveWorld:
     renderer: object            # physattack.render.Renderer
     backgrounds: object         # physattack.eot.BackgroundBank (held-out backgrounds)
     dashcam: Dashcam
+    print_retroreflects: bool = False   # the patch printed on retroreflective film (printer.material)
 
 
 @dataclass
@@ -82,7 +83,8 @@ def drive_evaluation(world: DriveWorld, perception: Perception, settings: DriveS
     check_braking(world.drives, settings)
     stack_settings = covering_roads(stack_settings, world.drives, world.dashcam, tuple(world.scene.texture_size_m))
     stack = perception_stack(perception, world.scene, world.dashcam, settings, stack_settings)
-    return DriveEvaluation(world.scene, world.drives, DriveRenderer(world.renderer, world.backgrounds, world.dashcam),
+    return DriveEvaluation(world.scene, world.drives, DriveRenderer(world.renderer, world.backgrounds, world.dashcam,
+                                                                       print_retroreflects=world.print_retroreflects),
                            stack, settings)
 
 

@@ -72,13 +72,17 @@ class DriveRenderer:
         backgrounds: the bank ``Drive.background`` points into (the held-out one for evaluation).
         dashcam: the camera.
         margin_px: pixels around the sign's projected box that are rendered with it.
+        print_retroreflects: at night, the patch's print retroreflects as the sheeting does (``printer.material``:
+            retroreflective film); False: it is matte (``physattack.eot.night``).
     """
 
     #: auto-exposure meters a frame this many times smaller per side (the sign, a few pixels of it, left out)
     METERING_SCALE = 8
 
-    def __init__(self, renderer: Renderer, backgrounds: BackgroundBank, dashcam: Dashcam, margin_px: int = 3):
+    def __init__(self, renderer: Renderer, backgrounds: BackgroundBank, dashcam: Dashcam, margin_px: int = 3,
+                 print_retroreflects: bool = False):
         self.renderer, self.backgrounds, self.dashcam = renderer, backgrounds, dashcam
+        self.print_retroreflects = bool(print_retroreflects)
         self.margin_px = check_range("margin_px", margin_px, 0, integer=True, why="pixels around the sign's box")
         self._gains: dict[tuple, list[float]] = {}   # a frame's metering: gain, then white balance
 
@@ -215,7 +219,8 @@ class DriveRenderer:
 
     def scaled(self, factor: float) -> "DriveRenderer":
         """The same drives on a camera with ``factor`` times the pixels per side (videos)."""
-        return type(self)(self.renderer, self.backgrounds, self.dashcam.scaled(factor), margin_px=self.margin_px)
+        return type(self)(self.renderer, self.backgrounds, self.dashcam.scaled(factor), margin_px=self.margin_px,
+                          print_retroreflects=self.print_retroreflects)
 
     def background(self, params: SceneParams, region: Region) -> Tensor:
         """B×3×h×w: each frame's bank image stretched to the full frame, zoomed by 1/``bg_scale``
@@ -286,8 +291,9 @@ class DriveRenderer:
                                                  ambient_only(frames.params[i]).to(texture.device).lights())
                     views = replace(views, images=frames.occlusion.shade(views.images, unlit.images, cam))
                 if frames.headlights is not None:
-                    views = replace(views, images=views.images + headlit(self.renderer, scene, texture, cam, views.alpha,
-                                                                         frames.headlights, frames.camera_m[i:i + 1]))
+                    lit = headlit(self.renderer, scene, texture, cam, views.alpha, frames.headlights,
+                                  frames.camera_m[i:i + 1], self.print_retroreflects)
+                    views = replace(views, images=views.images + lit)
                 if frames.weather is not None and frames.weather.visibility_m is not None:
                     views = replace(views, images=fogged(views.images, views.alpha, float(frames.params.distance_m[i]),
                                                          frames.weather, frames.params[i]))

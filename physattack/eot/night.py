@@ -85,10 +85,11 @@ class Headlights:
         return (ra * illuminance).sum(1).float(), (illuminance / math.pi).sum(1).float()
 
 
-def headlit(renderer, scene, texture: Tensor, cam, alpha: Tensor, headlights: Headlights, camera_m: Tensor) -> Tensor:
+def headlit(renderer, scene, texture: Tensor, cam, alpha: Tensor, headlights: Headlights, camera_m: Tensor,
+            print_retroreflects: bool = False) -> Tensor:
     """B×3×h×w: what the car's ``headlights`` add to B rendered views of the sign (premultiplied; ``cam``: their
     cameras, ``alpha``: their cover B×1×h×w, ``camera_m``: B×3 the cameras' places): sheeting retroreflects, print
-    and the post are matte. Three flat renders (ambient 1, no sun): the albedo, and the sheeting's cover as the
+    and the post are matte (``print_retroreflects``: the print too, ``sheeting_texture``). Three flat renders (ambient 1, no sun): the albedo, and the sheeting's cover as the
     difference of the sheeting mask's and an all-zero texture's (the post, untextured, cancels)."""
     from physattack.eot.params import color_temperature_rgb
     from physattack.render.shade import Lights
@@ -98,7 +99,7 @@ def headlit(renderer, scene, texture: Tensor, cam, alpha: Tensor, headlights: He
                   direction=torch.tensor([[0.0, 0.0, 1.0]], device=dev).expand(b, 3),
                   color=torch.ones(b, 3, device=dev))
     albedo = renderer.render(scene, texture, cam, flat).images
-    sheet = (renderer.render(scene, sheeting_texture(scene, texture), cam, flat).images
+    sheet = (renderer.render(scene, sheeting_texture(scene, texture, print_retroreflects), cam, flat).images
              - renderer.render(scene, torch.zeros_like(texture), cam, flat).images)[:, :1]
     share = (sheet / alpha.clamp(min=1e-6)).clamp(0, 1)              # of a pixel's cover, sheeting
     retro, matte = (g.to(dev)[:, None, None, None] for g in headlights.gains(camera_m.cpu()))
@@ -114,9 +115,14 @@ def printed_texels(scene, texture: Tensor) -> Tensor:
     return changed * scene.face_mask[0].to(texture.device).float()
 
 
-def sheeting_texture(scene, texture: Tensor) -> Tensor:
-    """3×H×W: 1 on the texels of the face that are the clean sign's (sheeting), 0 elsewhere (print, outside)."""
+def sheeting_texture(scene, texture: Tensor, print_retroreflects: bool = False) -> Tensor:
+    """3×H×W: 1 on the texels of the face that are the clean sign's (sheeting), 0 elsewhere (print, outside).
+    ``print_retroreflects``: the stickers and paint are printed on retroreflective film (``printer.material``), which
+    returns the headlights as the sign's own sheeting does, its transparent inks colouring the return as the
+    sheeting's pigment does: every texel of the face is sheeting."""
     face = scene.face_mask[0].to(texture.device).float()
+    if print_retroreflects:
+        return face.expand(3, -1, -1)
     return (face - printed_texels(scene, texture)).expand(3, -1, -1)
 
 

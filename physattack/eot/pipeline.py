@@ -25,11 +25,14 @@ class ViewPipeline:
         backgrounds: the bank that ``params.background_index`` points into.
         image_size: (H, W) of the output views.
         object_width_m: the width the camera frames (defaults to the scene's texture width).
+        print_retroreflects: at night, the patch's print retroreflects as the sheeting does (``printer.material``:
+            retroreflective film); False: it is matte (``physattack.eot.night``).
     """
 
     def __init__(self, renderer: Renderer, backgrounds: BackgroundBank, image_size: tuple[int, int] = (96, 96),
-                 object_width_m: float | None = None):
+                 object_width_m: float | None = None, print_retroreflects: bool = False):
         self.renderer = renderer
+        self.print_retroreflects = bool(print_retroreflects)
         self.backgrounds = backgrounds
         if isinstance(image_size, int) or len(image_size) != 2:
             raise InputError(f"ViewPipeline's image_size must be (height, width) in pixels; got {image_size!r}.")
@@ -74,5 +77,5 @@ class ViewPipeline:
         place = sub.distance_m.float()[:, None] * torch.stack(
             [torch.cos(el) * torch.sin(az), torch.sin(el), torch.cos(el) * torch.cos(az)], -1)
         lit = headlit(self.renderer, scene, texture, sub.cameras(width, self.image_size), views.alpha[idx],
-                      Headlights(), place)
+                      Headlights(), place, self.print_retroreflects)
         return views.images.index_add(0, idx, lit)

@@ -26,8 +26,9 @@ def head_on(stop_scene, **conditions):
     return replace(params, **{k: torch.tensor([float(v)]) for k, v in conditions.items()})
 
 
-def render(stop_scene, texture, params, effects=False):
-    pipe = ViewPipeline(Renderer(), BackgroundBank(2, seed=1000), (96, 96), object_width_m=0.75)
+def render(stop_scene, texture, params, effects=False, print_retroreflects=False):
+    pipe = ViewPipeline(Renderer(), BackgroundBank(2, seed=1000), (96, 96), object_width_m=0.75,
+                        print_retroreflects=print_retroreflects)
     return pipe(stop_scene, texture, params, effects=effects)
 
 
@@ -47,6 +48,9 @@ def test_a_night_view_dims_a_sticker_of_the_faces_own_colour_and_its_background_
     assert mean(printed_day) == pytest.approx(mean(clean_day), rel=0.03)
     assert mean(printed_night) < 0.2 * mean(clean_night)              # the matte print is dark...
     assert mean(clean_night) > 1.0                                    # ...on sheeting that glows (the camera clips)
+    # printed on retroreflective film (printer.material=retroreflective) the sticker glows as the sheeting does
+    retro = render(stop_scene, printed, night, print_retroreflects=True)
+    assert mean(retro) == pytest.approx(mean(clean_night), rel=0.03)
     # the background is a daylight photograph dimmed to NIGHT_BACKDROP of itself
     bg = clean_day.alpha[0, 0] < 0.01
     ratio = clean_night.images[0][:, bg].mean() / clean_day.images[0][:, bg].mean()
@@ -98,6 +102,17 @@ def test_the_approach_sampler_draws_fog_night_and_dusk_per_drive_and_nothing_by_
                        "fog_beta": torch.full((2,), 0.01)})
     render(stop_scene, texture, row, effects=True).images.sum().backward()
     assert float(texture.grad.abs().sum()) > 0
+
+
+def test_a_print_material_that_is_neither_matte_nor_retroreflective_is_refused():
+    from omegaconf import OmegaConf
+
+    from physattack.cli.build import print_retroreflects
+
+    assert not print_retroreflects(OmegaConf.create({})) and not print_retroreflects(OmegaConf.create({"printer": {}}))
+    assert print_retroreflects(OmegaConf.create({"printer": {"material": "retroreflective"}}))
+    with pytest.raises(InputError, match=r"printer\.material='glossy' is not a print material"):
+        print_retroreflects(OmegaConf.create({"printer": {"material": "glossy"}}))
 
 
 def test_bad_conditions_name_the_key():

@@ -15,7 +15,7 @@ from physattack.errors import InputError
 from physattack.render import Renderer
 
 
-def sticker_and_sheeting(scene, light: str) -> tuple[float, float]:
+def sticker_and_sheeting(scene, light: str, print_retroreflects: bool = False) -> tuple[float, float]:
     """Mean pixel of a sticker printed in the face's own red (2/255 off: print, not sheeting) and of the same
     area of sheeting mirrored across the face, at 12 m."""
     texture = scene.texture.clone()
@@ -29,7 +29,7 @@ def sticker_and_sheeting(scene, light: str) -> tuple[float, float]:
                   blur_sigma_px=0.0)
     frames = drive.frames(cam, tuple(scene.texture_size_m))[:1]
     x0, y0, x1, y1 = (int(v) for v in frames.face_boxes[0])
-    views = DriveRenderer(Renderer(), BackgroundBank(2, seed=1000), cam).render(
+    views = DriveRenderer(Renderer(), BackgroundBank(2, seed=1000), cam, print_retroreflects=print_retroreflects).render(
         scene, texture, frames, region=(x0 - 2, y0 - 2, x1 + 2, y1 + 2), effects=False)
     img = views.images[0]
     fy = lambda a, b: slice(2 + round(a * (y1 - y0)), 2 + round(b * (y1 - y0)))  # noqa: E731
@@ -43,6 +43,9 @@ def test_at_night_the_sheeting_outshines_a_sticker_of_its_own_colour_and_by_day_
     sticker, sheeting = sticker_and_sheeting(stop_scene, "night")
     assert sheeting > 10 * sticker, (sticker, sheeting)
     sticker, sheeting = sticker_and_sheeting(stop_scene, "noon")
+    assert sheeting == pytest.approx(sticker, rel=0.1), (sticker, sheeting)
+    # printed on retroreflective film (printer.material=retroreflective), the sticker glows with the sheeting
+    sticker, sheeting = sticker_and_sheeting(stop_scene, "night", print_retroreflects=True)
     assert sheeting == pytest.approx(sticker, rel=0.1), (sticker, sheeting)
     # on a lit street the lamps add the same light to print and sheeting (the sheeting returns theirs towards the
     # lamps, not the camera); the headlights still make the face glow
