@@ -34,7 +34,6 @@ that would still stop the car. A step's success is the share of its drives in wh
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -43,9 +42,10 @@ from torchvision.ops import box_iou
 
 from physattack.drive.judge import check_vote
 from physattack.drive.surrogate import stop_margin
+from physattack.drive.conditions import Conditions, drive_condition
 from physattack.drive.render import DriveRenderer
-from physattack.drive.trajectories import (DRIVE_LIGHTS, Dashcam, Drive, braking_distance_m, face_corners,
-                                          projected_boxes, random_drives)
+from physattack.drive.trajectories import (Dashcam, Drive, braking_distance_m, face_corners, projected_boxes,
+                                          random_drives)
 from physattack.eot.params import SceneParams
 from physattack.eot.sampler import ViewSampler, _uniform, sensor_pixels
 from physattack.errors import InputError, check_interval, check_range
@@ -80,6 +80,7 @@ class BoxMeasurements:
     dx: Tensor
     dy: Tensor
     place: Tensor | None = None     # N×3: the sign's box centre (x, y) and longer side in the frame, px
+    condition: Tensor | None = None  # N: the drive's light and weather (``physattack.drive.conditions.condition_code``)
 
     def __len__(self) -> int:
         return len(self.distance_m)
@@ -127,7 +128,7 @@ class DetectorFraming:
         its braking distance), rendered with ``texture``; keep and return the measurements."""
         dashcam = self.renderer.dashcam
         size_m = tuple(scene.texture_size_m)
-        dist, found, ratio, dx, dy, place = [], [], [], [], [], []
+        dist, found, ratio, dx, dy, place, condition = [], [], [], [], [], [], []
         region = self.tiled.region
         thr = self.tiled.detector.score_threshold
         for drive, brake in zip(drives, braking):
@@ -136,7 +137,7 @@ class DetectorFraming:
             if len(usable) == 0:
                 continue
             pick = usable[torch.linspace(0, len(usable) - 1, self.frames_per_drive).round().long().unique()]
-            sub = _select(frames, pick)
+            sub = frames[pick]                  # with the drive's light, weather and headlights
             rendered = self.renderer.render(scene, texture.detach(), sub, region)
             dets = self.tiled(rendered.images, region, near=rendered.boxes)
             for i, d in enumerate(dets):
@@ -147,6 +148,7 @@ class DetectorFraming:
                 centre = (sign[:2] + sign[2:]) / 2
                 dist.append(float(sub.distance_m[i]))
                 place.append([float(centre[0]), float(centre[1]), long])
+                condition.append(drive_condition(drive))
                 keep = d.scores >= thr
                 hit = torch.zeros(0, dtype=torch.bool)
                 if keep.any():
@@ -169,13 +171,15 @@ class DetectorFraming:
                              "lane_offset_m and speed_kmh (the sign must be in the dashcam's frame before the braking "
                              "point).")
         self.measured = BoxMeasurements(torch.tensor(dist), torch.tensor(found), torch.tensor(ratio),
-                                        torch.tensor(dx), torch.tensor(dy), torch.tensor(place))
+                                        torch.tensor(dx), torch.tensor(dy), torch.tensor(place), torch.tensor(condition))
         return self.measured
 
-    def sample(self, distance_m: Tensor, generator: torch.Generator, place: Tensor | None = None) -> Framing:
+    def sample(self, distance_m: Tensor, generator: torch.Generator, place: Tensor | None = None,
+               condition: Tensor | None = None) -> Framing:
         """One measurement per view, drawn among the ``neighbours`` nearest it: nearest its ``place`` (V×3, the
         sign's box centre and longer side in the frame, px; ``place_gap``) when given and ``by`` is ``place``,
-        else nearest its distance (in log distance)."""
+        else nearest its distance (in log distance); among those measured in the view's ``condition`` (its light
+        and weather, ``condition_code``) first, when given."""
         m = self.measured
         if m is None:
             raise RuntimeError("DetectorFraming.sample before fit")
@@ -183,6 +187,8 @@ class DetectorFraming:
             gap = place_gap(place.float(), m.place.float())
         else:
             gap = (distance_m.log()[:, None] - m.distance_m.log()[None, :]).abs()
+        if condition is not None and m.condition is not None:
+            gap = gap + 1e6 * (condition[:, None] != m.condition[None, :])
         near = gap.topk(min(self.neighbours, len(m)), dim=1, largest=False).indices
         which = torch.randint(near.shape[1], (len(distance_m),), generator=generator)
         pick = near[torch.arange(len(distance_m)), which]
@@ -196,13 +202,6 @@ def place_gap(a: Tensor, b: Tensor, size_px: float = 40.0) -> Tensor:
     centre = torch.cdist(a[:, :2], b[:, :2])
     size = (a[:, 2].clamp(min=1e-3).log()[:, None] - b[:, 2].clamp(min=1e-3).log()[None, :]).abs()
     return centre + size_px * size
-
-
-def _select(frames, index: Tensor):
-    """``frames`` (DriveFrames) at the frame indices ``index``."""
-    i = index.long()
-    return type(frames)(frames.time_s[i], frames.distance_m[i], frames.azimuth_deg[i], frames.elevation_deg[i],
-                        frames.camera_m[i], frames.face_boxes[i], frames.params[i])
 
 
 @dataclass
@@ -280,47 +279,6 @@ class Windows:
         return drives if len(extra) == 0 else (drives + extra.float().mean()) / 2
 
 
-@dataclass(frozen=True)
-class Conditions:
-    """The drives' own light and weather, drawn per approach (issue 27's presets in EOT; the held-out drives' are
-    ``drive.drives.lighting`` and ``weather``): a share ``fog`` of the drives in fog of a meteorological visibility
-    log-uniform in ``fog_visibility_m`` (the drives' ``fog`` is 150 m, ``haze`` 400 m; ``physattack.eot.fog``), a
-    share ``night`` at night in the car's headlights (the drives' ``night`` light: the sheeting retroreflects,
-    print does not; ``physattack.eot.night``) and a share ``dusk`` in the drives' ``dusk`` light; the others keep
-    ``view``'s daylight. Shares of 0 draw nothing, so every other draw of a step stays as it was."""
-
-    fog: float = 0.0
-    fog_visibility_m: Range = (150.0, 1000.0)
-    night: float = 0.0
-    dusk: float = 0.0
-
-    def __post_init__(self) -> None:
-        key = "eot.sampler.conditions."
-        for name in ("fog", "night", "dusk"):
-            check_range(key + name, getattr(self, name), 0.0, 1.0, why="a share of the drives")
-        check_interval(key + "fog_visibility_m", self.fog_visibility_m, 0.0, lo_open=True,
-                       why="the fog's visibility in metres")
-        if self.night + self.dusk > 1.0:
-            raise InputError(f"{key}night={self.night:g} and {key}dusk={self.dusk:g} add up to more than every drive: "
-                             "make their sum at most 1.")
-
-    def draw(self, base: SceneParams, generator: torch.Generator) -> SceneParams:
-        """``base`` (one row per drive) with its drives' fog and light drawn."""
-        d, g, out = len(base), generator, base
-        if self.fog:
-            u = torch.rand(d, 2, generator=g)
-            lo, hi = (math.log(v) for v in self.fog_visibility_m)
-            visibility = torch.exp(lo + (hi - lo) * u[:, 1])
-            out = replace(out, fog_beta=torch.where(u[:, 0] < self.fog, 3.912 / visibility, torch.zeros(d)))
-        if self.night or self.dusk:
-            u = torch.rand(d, generator=g)
-            night, dusk = u < self.night, (u >= self.night) & (u < self.night + self.dusk)
-            light = {k: torch.where(night, v, torch.where(dusk, DRIVE_LIGHTS["dusk"][k], getattr(out, k)))
-                     for k, v in DRIVE_LIGHTS["night"].items()}
-            out = replace(out, headlights=night.float(), **light)
-        return out
-
-
 @dataclass
 class ApproachSampler:
     """Approach windows of random drives, framed by the detector (see the module docstring).
@@ -350,8 +308,9 @@ class ApproachSampler:
             blur and noise, no motion blur, exposure, contrast or JPEG) instead of ``view``'s drawn effects. A car's
             verdict turns on the frames it reads best, and those are the sharp ones: a patch fitted only to the
             drawn (mostly degraded) frames hides in them and is read in the clean ones.
-        conditions: the drives' light and weather (``Conditions``: shares in fog, at night in the headlights, at
-            dusk); none by default. The detector framing is measured in daylight, clear air.
+        conditions: the drives' light and weather (``physattack.drive.conditions.Conditions``: shares in fog, at
+            night in the headlights, at dusk); none by default. The detector framing's drives are drawn in the same
+            shares, and a view draws the boxes measured in its own conditions.
         framing: a classifier's detector framing (``DetectorFraming``; the builder attaches it).
         tiles: a detector's windows: the drive stack's search tiles (``physattack.drive.stacks.SearchTiles``), which
             ``for_detector`` sets.
@@ -522,6 +481,7 @@ class ApproachSampler:
             return None
         drives = random_drives(self.framing.drives, self.speed_kmh, self.lane_offset_m, self.view.background_count,
                                generator, start_m=self.start_m, fps=self.fps, sign_height_m=self.sign_height_m)
+        drives = self.conditions.on_drives(drives, generator)
         braking = self.braking_m(torch.tensor([d.speed_kmh for d in drives]))
         return self.framing.fit(scene, texture, drives, [float(b) for b in braking])
 
@@ -549,7 +509,7 @@ class ApproachSampler:
             clean = torch.rand(d, generator=g) < self.clean_camera
             base = replace(base, **{k: torch.where(clean, torch.full_like(getattr(base, k), v), getattr(base, k))
                                     for k, v in CLEAN_CAMERA.items()})
-        base = self.conditions.draw(base, g)
+        base, condition = self.conditions.draw(base, g)
         per = lambda t: t.repeat_interleave(s * n)  # noqa: E731
         flat = lambda t: t.reshape(-1)  # noqa: E731
         count = d * s * n
@@ -558,7 +518,7 @@ class ApproachSampler:
             if self.framing.by == "place":
                 b = self._boxes(flat(x), flat(y), flat(dist))
                 place = torch.cat([(b[:, :2] + b[:, 2:]) / 2, (b[:, 2:] - b[:, :2]).amax(1, keepdim=True)], 1)
-            f = self.framing.sample(flat(dist), g, place)
+            f = self.framing.sample(flat(dist), g, place, per(condition) if self.conditions.any else None)
             found = f.found
             frame = self.crop_frame / f.ratio.clamp(min=0.2)
             shift_x, shift_y = -f.dx * frame, -f.dy * frame
@@ -581,5 +541,5 @@ class ApproachSampler:
         return Windows(params, found, d, s, self.decision, group, usable)
 
 
-__all__ = ["CLEAN_CAMERA", "ApproachObjective", "ApproachSampler", "BoxMeasurements", "Conditions", "DetectorFraming",
-           "Framing", "Windows"]
+__all__ = ["CLEAN_CAMERA", "ApproachObjective", "ApproachSampler", "BoxMeasurements", "DetectorFraming", "Framing",
+           "Windows"]

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from physattack.drive.approach import ApproachSampler, Conditions
+from physattack.drive.approach import ApproachSampler
+from physattack.drive.conditions import Conditions
 from physattack.drive.trajectories import DRIVE_LIGHTS
 from physattack.eot import BackgroundBank, ViewPipeline
 from physattack.eot.fog import airlight
@@ -122,3 +123,27 @@ def test_bad_conditions_name_the_key():
         Conditions(night=0.6, dusk=0.6)
     with pytest.raises(InputError, match=r"conditions\.fog_visibility_m"):
         Conditions(fog_visibility_m=(0.0, 100.0))
+
+
+def test_views_draw_the_detector_boxes_measured_in_their_own_light_and_weather():
+    from physattack.drive.approach import BoxMeasurements, DetectorFraming
+    from physattack.drive.conditions import condition_code, drive_condition
+    from physattack.drive.trajectories import random_drives
+
+    framing = DetectorFraming(tiled=None, renderer=None, neighbours=3)
+    dist = torch.tensor([40.0, 60.0, 80.0] * 2)
+    code = torch.tensor([0, 0, 0, 2, 2, 2])               # daylight, then night
+    framing.measured = BoxMeasurements(dist, torch.ones(6, dtype=torch.bool), torch.tensor([1.0] * 3 + [1.3] * 3),
+                                       torch.zeros(6), torch.zeros(6), condition=code)
+    g = torch.Generator().manual_seed(0)
+    views = torch.tensor([45.0, 70.0, 79.0])
+    assert torch.equal(framing.sample(views, g, condition=torch.full((3,), 2)).ratio, torch.full((3,), 1.3))
+    assert torch.equal(framing.sample(views, g, condition=torch.zeros(3, dtype=torch.long)).ratio, torch.ones(3))
+    # the framing's drives take the same shares; none asked: the drives and the generator are left alone
+    drives = random_drives(40, (30.0, 70.0), (2.0, 8.0), 8, torch.Generator().manual_seed(1))
+    g = torch.Generator().manual_seed(2)
+    assert Conditions().on_drives(drives, g) == drives and torch.equal(g.get_state(),
+                                                                     torch.Generator().manual_seed(2).get_state())
+    night = Conditions(night=1.0, fog=1.0, fog_visibility_m=(150.0, 1000.0)).on_drives(drives, g)
+    assert {d.light for d in night} == {"night"} and {d.weather for d in night} == {"fog", "haze"}
+    assert {drive_condition(d) for d in night} == {int(condition_code(*(torch.tensor([v]) for v in (1, 0, 1))))}
