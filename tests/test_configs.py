@@ -77,7 +77,7 @@ def test_canonical_composition(hydra_ctx):
 
 
 #: Experiments that are one run's recipe rather than a sweep.
-RECIPES = {"transfer", "unseen", "hide_unseen"}
+RECIPES = {"transfer", "unseen", "hide_unseen", "all_weather"}
 
 
 @pytest.mark.parametrize("name", [e for e in EXPERIMENTS if e not in RECIPES])
@@ -86,6 +86,15 @@ def test_experiment_files_compose_with_their_sweeps(hydra_ctx, name):
                   return_hydra_config=True)
     assert cfg.hydra.sweeper.params, "an experiment file should sweep something"
     assert cfg.logger.group == name
+
+
+def test_the_all_weather_preset_draws_fog_night_and_dusk_and_twice_the_close_views():
+    from physattack.cli.attack import compose as door_compose
+
+    cfg = door_compose("+scene=stop_sign", "attack=yield", "victim=signnet_fog10", "+experiment=all_weather")
+    sampler = instantiate(cfg.eot.sampler, _convert_="all")
+    assert sampler.views_per_step == 32 and sampler.conditions.any
+    assert (sampler.conditions.fog, sampler.conditions.night, sampler.conditions.dusk) == (0.15, 0.15, 0.1)
 
 
 def test_the_red_team_preset_is_the_ensemble_over_approach_windows_within_a_quarter_of_the_face():
