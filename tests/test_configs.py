@@ -88,12 +88,12 @@ def test_experiment_files_compose_with_their_sweeps(hydra_ctx, name):
     assert cfg.logger.group == name
 
 
-def test_the_all_weather_preset_draws_fog_night_and_dusk_and_twice_the_close_views():
+def test_the_all_weather_preset_draws_fog_night_and_dusk_four_windows_a_drive_and_twice_the_close_views():
     from physattack.cli.attack import compose as door_compose
 
     cfg = door_compose("+scene=stop_sign", "attack=yield", "victim=signnet_fog10", "+experiment=all_weather")
     sampler = instantiate(cfg.eot.sampler, _convert_="all")
-    assert sampler.views_per_step == 32 and sampler.conditions.any
+    assert sampler.views_per_step == 32 and sampler.segments == 4 and sampler.conditions.any
     assert (sampler.conditions.fog, sampler.conditions.night, sampler.conditions.dusk) == (0.15, 0.15, 0.1)
 
 
