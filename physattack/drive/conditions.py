@@ -52,8 +52,7 @@ class Conditions:
         fog = night = dusk = torch.zeros(d, dtype=torch.bool)
         if self.fog:
             u = torch.rand(d, 2, generator=g)
-            lo, hi = (math.log(v) for v in self.fog_visibility_m)
-            visibility = torch.exp(lo + (hi - lo) * u[:, 1])
+            visibility = self._visibility(u[:, 1])
             fog = u[:, 0] < self.fog
             out = replace(out, fog_beta=torch.where(fog, 3.912 / visibility, torch.zeros(d)))
         if self.night or self.dusk:
@@ -71,14 +70,18 @@ class Conditions:
         if not self.any:
             return drives
         u = torch.rand(len(drives), 3, generator=generator)
-        lo, hi = (math.log(v) for v in self.fog_visibility_m)
-        visibility = torch.exp(lo + (hi - lo) * u[:, 2])
+        visibility = self._visibility(u[:, 2])
         out = []
         for i, d in enumerate(drives):
             light = ("night" if u[i, 1] < self.night else "dusk" if u[i, 1] < self.night + self.dusk else d.light)
             weather = d.weather if u[i, 0] >= self.fog else ("fog" if visibility[i] < HAZE_BELOW_M else "haze")
             out.append(replace(d, light=light, weather=weather))
         return out
+
+    def _visibility(self, u: Tensor) -> Tensor:
+        """Visibilities log-uniform in ``fog_visibility_m`` from uniform draws ``u``."""
+        lo, hi = (math.log(v) for v in self.fog_visibility_m)
+        return torch.exp(lo + (hi - lo) * u)
 
 
 #: a drawn fog thinner than this visibility is framed on the held-out drives' 400-m ``haze``, else their 150-m ``fog``

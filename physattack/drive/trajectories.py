@@ -41,7 +41,8 @@ Range = tuple[float, float]
 Region = tuple[int, int, int, int]
 
 #: the light of a drive: the held-out grid's presets (``LIGHTING_PRESETS``), and four that only drives have (the
-#: approach EOT draws dusk and night when ``eot.sampler.conditions`` asks, ``physattack.drive.approach.Conditions``): dusk, night in the car's own headlights (``physattack.eot.night``), night on a lit
+#: approach EOT draws dusk and night when ``eot.sampler.conditions`` asks, ``physattack.drive.conditions``): dusk,
+#: night in the car's own headlights (``physattack.eot.night``), night on a lit
 #: street (the headlights, and street lamps overhead: 4000-K LEDs from high above the road, which light sheeting and
 #: print alike, since the sheeting returns their light towards the lamps, not the camera) and a low sun ahead,
 #: behind the sign, with its glare (``physattack.drive.glare``)

@@ -89,8 +89,9 @@ def headlit(renderer, scene, texture: Tensor, cam, alpha: Tensor, headlights: He
             print_retroreflects: bool = False) -> Tensor:
     """B×3×h×w: what the car's ``headlights`` add to B rendered views of the sign (premultiplied; ``cam``: their
     cameras, ``alpha``: their cover B×1×h×w, ``camera_m``: B×3 the cameras' places): sheeting retroreflects, print
-    and the post are matte (``print_retroreflects``: the print too, ``sheeting_texture``). Three flat renders (ambient 1, no sun): the albedo, and the sheeting's cover as the
-    difference of the sheeting mask's and an all-zero texture's (the post, untextured, cancels)."""
+    and the post are matte (``print_retroreflects``: the print too, ``sheeting_texture``). Three flat renders
+    (ambient 1, no sun): the albedo, and the sheeting's cover as the difference of the sheeting mask's and an
+    all-zero texture's (the post, untextured, cancels)."""
     from physattack.eot.params import color_temperature_rgb
     from physattack.render.shade import Lights
 

@@ -69,13 +69,10 @@ class ViewPipeline:
     def _headlit(self, scene: Scene, texture: Tensor, params: SceneParams, views: RenderedViews,
                  night: Tensor) -> Tensor:
         """``views.images`` with what the car's headlamps (``physattack.eot.night.Headlights``' defaults, the drives')
-        add to the views ``night`` marks; their cameras' places follow from distance, azimuth and elevation."""
+        add to the views ``night`` marks (the lamps sit by each camera's place)."""
         idx = torch.nonzero(night).flatten()
-        sub = params[idx]
         width = self.object_width_m or max(scene.texture_size_m)
-        az, el = torch.deg2rad(sub.azimuth_deg.float()), torch.deg2rad(sub.elevation_deg.float())
-        place = sub.distance_m.float()[:, None] * torch.stack(
-            [torch.cos(el) * torch.sin(az), torch.sin(el), torch.cos(el) * torch.cos(az)], -1)
-        lit = headlit(self.renderer, scene, texture, sub.cameras(width, self.image_size), views.alpha[idx],
-                      Headlights(), place, self.print_retroreflects)
+        cams = params[idx].cameras(width, self.image_size)
+        lit = headlit(self.renderer, scene, texture, cams, views.alpha[idx], Headlights(), cams.centers.float(),
+                      self.print_retroreflects)
         return views.images.index_add(0, idx, lit)
