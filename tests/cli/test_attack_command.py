@@ -47,9 +47,9 @@ def test_canonical_command_writes_every_output(tmp_path):
     last = [line for line in proc.stdout.splitlines() if line.startswith("targeted -> yield")][-1]
     assert last.startswith("targeted -> yield, fitted to signnet: over 2 held-out drives (two-stage (detnet -> "
                            "signnet)) the car runs the sign in "), last
-    assert "the 9 held-out classifiers in " in last and "; per view: held-out success" in last
+    assert "the 10 held-out classifiers in " in last and "; per view: held-out success" in last
     assert last.index("held-out classifiers") < last.index("per view")
-    assert "views of the held-out protocol" in last and "not fitted to: 9 held-out victims read it" in last
+    assert "views of the held-out protocol" in last and "not fitted to: 10 held-out victims read it" in last
     assert m["headline"] == last
     assert "**Headline:**" in (run / "report.md").read_text()
     assert "held-out protocol (" in proc.stdout and "views), signnet: clean accuracy" in proc.stdout
