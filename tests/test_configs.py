@@ -29,7 +29,7 @@ def hydra_ctx():
 
 
 #: victim options built from bundled weights (the others need cached torchvision/timm weights).
-BUNDLED_VICTIMS = {"signnet", "signnet_fog", "signnet_fog10", "detnet", "det_fcos", "det_retinanet", "ensemble",
+BUNDLED_VICTIMS = {"signnet", "signnet_clear", "signnet_fog", "detnet", "det_fcos", "det_retinanet", "ensemble",
                    "ensemble_convnext", "detector_ensemble", "stack_tinynet_e"}
 
 
@@ -77,7 +77,7 @@ def test_canonical_composition(hydra_ctx):
 
 
 #: Experiments that are one run's recipe rather than a sweep.
-RECIPES = {"transfer", "unseen", "hide_unseen", "all_weather"}
+RECIPES = {"transfer", "unseen", "hide_unseen"}
 
 
 @pytest.mark.parametrize("name", [e for e in EXPERIMENTS if e not in RECIPES])
@@ -88,13 +88,24 @@ def test_experiment_files_compose_with_their_sweeps(hydra_ctx, name):
     assert cfg.logger.group == name
 
 
-def test_the_all_weather_preset_draws_fog_night_and_dusk_four_windows_a_drive_and_twice_the_close_views():
+def test_the_canonical_command_draws_fog_night_and_dusk_four_windows_a_drive_and_32_close_views():
     from physattack.cli.attack import compose as door_compose
 
-    cfg = door_compose("+scene=stop_sign", "attack=yield", "victim=signnet_fog10", "+experiment=all_weather")
+    cfg = door_compose("+scene=stop_sign", "attack=yield")
     sampler = instantiate(cfg.eot.sampler, _convert_="all")
     assert sampler.views_per_step == 32 and sampler.segments == 4 and sampler.conditions.any
     assert (sampler.conditions.fog, sampler.conditions.night, sampler.conditions.dusk) == (0.15, 0.15, 0.1)
+    assert cfg.attack.steps == 300 and cfg.victim._target_.endswith("load_signnet")
+
+
+@pytest.mark.parametrize("name", ["unseen", "hide_unseen"])
+def test_the_red_team_presets_keep_the_approach_windows_they_were_measured_with(name):
+    from physattack.cli.attack import compose as door_compose
+
+    attack = "hide" if name == "hide_unseen" else "yield"
+    cfg = door_compose("+scene=stop_sign", f"attack={attack}", f"+experiment={name}")
+    sampler = instantiate(cfg.eot.sampler, _convert_="all")
+    assert sampler.views_per_step == 16 and sampler.segments == 2 and not sampler.conditions.any
 
 
 def test_the_red_team_preset_is_the_ensemble_over_approach_windows_within_a_quarter_of_the_face():
