@@ -132,7 +132,7 @@ def test_the_config_composes_passes_the_door_and_builds_its_members():
         cfg = compose("config", overrides=["+scene=stop_sign", "attack=yield", "victim=ensemble"])
     check_constructors(cfg)
     ens = make(cfg.victim)
-    assert isinstance(ens, Ensemble) and ens.names[0] == "signnet" and len(ens.names) >= 3
+    assert isinstance(ens, Ensemble) and ens.names[0] == "signnet_clear" and len(ens.names) >= 3
     families = {cfg.evaluation.families[n] for n in ens.names}
     assert families == {"vgg", "resnet", "mobilenet"}                  # the attack side of the zoo's split
     assert ens.weighting == "mean" and ens.diversity == 0.0
@@ -225,7 +225,7 @@ def test_the_convnext_ensemble_holds_out_three_families_no_member_shares():
     check_constructors(cfg)
     families = cfg.evaluation.families
     members = list(cfg.victim.members)
-    assert members[0] == "signnet" and {families[n] for n in members} == {"vgg", "resnet", "convnext"}
+    assert members[0] == "signnet_clear" and {families[n] for n in members} == {"vgg", "resnet", "convnext"}
     held_out_families = {families[n] for n in cfg.evaluation.victims if n not in members} - {families[n] for n in members}
     assert held_out_families == {"efficientnet", "mobilenet", "vit"}
     assert cfg.victim.weighting == "hardest"
