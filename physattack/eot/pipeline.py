@@ -13,6 +13,7 @@ from physattack.eot.fog import BACKDROP_DEPTH_M, Fog, airlight
 from physattack.eot.night import NIGHT_BACKDROP, Headlights, headlit
 from physattack.eot.params import SceneParams
 from physattack.errors import InputError, check_range
+from physattack.render.camera import Cameras
 from physattack.render.renderer import RenderedViews, Renderer
 from physattack.scene.scene import Scene
 
@@ -56,7 +57,7 @@ class ViewPipeline:
             bg = torch.where(night.view(-1, 1, 1, 1), bg * NIGHT_BACKDROP, bg)
         views = self.renderer.render(scene, texture, cameras, params.lights(), bg)
         if bool(night.any()):
-            views = replace(views, images=self._headlit(scene, texture, params, views, night))
+            views = replace(views, images=self._headlit(scene, texture, cameras, views, night))
         if bool((params.fog_beta > 0).any()):
             beta = params.fog_beta.float()
             fog = Fog(beta=beta, background_m=torch.full_like(beta, BACKDROP_DEPTH_M),
@@ -66,13 +67,12 @@ class ViewPipeline:
             return views
         return replace(views, images=apply_camera_effects(views.images, params))
 
-    def _headlit(self, scene: Scene, texture: Tensor, params: SceneParams, views: RenderedViews,
+    def _headlit(self, scene: Scene, texture: Tensor, cameras: Cameras, views: RenderedViews,
                  night: Tensor) -> Tensor:
         """``views.images`` with what the car's headlamps (``physattack.eot.night.Headlights``' defaults, the drives')
-        add to the views ``night`` marks (the lamps sit by each camera's place)."""
+        add to the views ``night`` marks, seen by their ``cameras`` (the lamps sit by each camera's place)."""
         idx = torch.nonzero(night).flatten()
-        width = self.object_width_m or max(scene.texture_size_m)
-        cams = params[idx].cameras(width, self.image_size)
+        cams = cameras[idx]
         lit = headlit(self.renderer, scene, texture, cams, views.alpha[idx], Headlights(), cams.centers.float(),
                       self.print_retroreflects)
         return views.images.index_add(0, idx, lit)

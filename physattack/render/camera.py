@@ -30,6 +30,11 @@ class Cameras:
     def __len__(self) -> int:
         return self.R.shape[0]
 
+    def __getitem__(self, index) -> "Cameras":
+        """The cameras ``index`` selects (an index tensor, a mask or a slice), sharing the image size."""
+        return replace(self, R=self.R[index], T=self.T[index], focal_px=self.focal_px[index],
+                       principal_px=self.principal_px[index])
+
     @property
     def centers(self) -> Tensor:
         """B×3 camera positions in world coordinates."""

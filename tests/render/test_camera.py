@@ -91,6 +91,19 @@ def test_rotation_is_orthonormal_and_T_consistent_with_centers():
     assert len(cams) == n
 
 
+def test_indexing_selects_cameras_that_project_as_those_rows_of_the_batch():
+    g = torch.Generator().manual_seed(1)
+    n = 7
+    rnd = lambda lo, hi: lo + (hi - lo) * torch.rand(n, generator=g)  # noqa: E731
+    cams = look_at_cameras(rnd(2, 20), rnd(-70, 70), rnd(-20, 30), rnd(-10, 10), rnd(5, 40), (32, 48))
+    idx = torch.tensor([5, 0, 3])
+    sub = cams[idx]
+    pts = torch.tensor([[0.2, -0.1, 0.0], [-0.3, 0.25, 0.1]])
+    assert len(sub) == 3 and sub.image_size == cams.image_size
+    assert torch.equal(sub.project(pts)[0], cams.project(pts)[0][idx])
+    assert torch.equal(sub.centers, cams.centers[idx])
+
+
 def test_fov_for_width_frames_the_object():
     w_img, width, d, frame = 200, 0.75, 8.0, 0.6
     fov = fov_for_width(torch.tensor([width]), torch.tensor([d]), torch.tensor([frame]))
