@@ -106,11 +106,17 @@ class DetectorFraming:
             of the car, in none 4.5-5.5 or 7-8 m right). Not the default: alone it changed no drive verdict of the
             canonical attack on ``signnet_fog`` (7/18 keyed either way); with 48 fit drives and 4 windows a drive
             that attack ran the sign in 15/18 (README, "Attacking the classifiers trained through fog").
+        streets: the share of each fit's drives that stand on a training street (a seed below ``HELD_OUT_STREETS``,
+            drawn per drive; ``physattack.drive.street``) instead of a background image: the detector's boxes among
+            a street's poles, windows and other signs, as the held-out street drives (``drive.drives.world=street``)
+            have them. 0 (the default) draws nothing more, so a run without it is the run it was.
     """
 
     def __init__(self, tiled, renderer: DriveRenderer, iou: float = 0.3, drives: int = 6, frames_per_drive: int = 8,
-                 neighbours: int = 6, by: str = "distance"):
+                 neighbours: int = 6, by: str = "distance", streets: float = 0.0):
         self.tiled, self.renderer, self.iou = tiled, renderer, iou
+        self.streets = check_range("eot.sampler.fit.streets", streets, 0.0, 1.0,
+                                   why="the share of the fit's drives on training streets")
         if by not in ("place", "distance"):
             raise InputError(f"eot.sampler.fit.by={by!r} is not a way to match views to the detector's measured "
                              "boxes: use place (where the sign is in the frame) or distance.")
@@ -121,6 +127,17 @@ class DetectorFraming:
         self.neighbours = check_range("eot.framing.neighbours", neighbours, 1, integer=True,
                                       why="measurements a view draws from")
         self.measured: BoxMeasurements | None = None
+
+    def on_streets(self, drives: list[Drive], generator: torch.Generator) -> list[Drive]:
+        """``drives`` with a ``streets`` share of them moved onto training streets (seeds below
+        ``HELD_OUT_STREETS``, never a held-out drive's); without a share, ``drives`` as they are and no draw."""
+        if not self.streets:
+            return drives
+        from physattack.drive.street import HELD_OUT_STREETS
+
+        on = torch.rand(len(drives), generator=generator) < self.streets
+        seed = torch.randint(0, HELD_OUT_STREETS, (len(drives),), generator=generator)
+        return [replace(d, street=int(seed[i])) if on[i] else d for i, d in enumerate(drives)]
 
     @torch.no_grad()
     def fit(self, scene, texture: Tensor, drives: list[Drive], braking: list[float]) -> BoxMeasurements:
@@ -481,7 +498,7 @@ class ApproachSampler:
             return None
         drives = random_drives(self.framing.drives, self.speed_kmh, self.lane_offset_m, self.view.background_count,
                                generator, start_m=self.start_m, fps=self.fps, sign_height_m=self.sign_height_m)
-        drives = self.conditions.on_drives(drives, generator)
+        drives = self.framing.on_streets(self.conditions.on_drives(drives, generator), generator)
         braking = self.braking_m(torch.tensor([d.speed_kmh for d in drives]))
         return self.framing.fit(scene, texture, drives, [float(b) for b in braking])
 

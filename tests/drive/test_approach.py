@@ -104,6 +104,41 @@ def test_the_detector_framing_is_measured_on_rendered_drive_frames(stop_scene):
     assert torch.equal(other.framing.measured.ratio, m.ratio)
 
 
+def test_the_detector_framing_can_be_fitted_on_training_streets_and_never_on_a_held_out_one(stop_scene):
+    """``fit.streets``: that share of a fit's drives stand on training streets (seeds below the held-out ones) and
+    the detector is measured on their frames, where it still finds the clean sign; without a share the fit's drives
+    are the ones drawn before, with no extra draw from the run's generator; a share outside 0-1 names its key."""
+    from physattack.drive.stacks import StackSettings, TiledDetector
+    from physattack.drive.street import HELD_OUT_STREETS
+    from physattack.render import Renderer
+    from physattack.victims import load_detnet
+
+    cam = Dashcam()
+    tiled = TiledDetector(load_detnet().eval(), cam, stop_scene.texture_size_m, StackSettings())
+    seen = []
+
+    class Spy(DriveRenderer):
+        def render(self, scene, texture, frames, region):
+            seen.append(frames.street)
+            return super().render(scene, texture, frames, region)
+
+    framing = DetectorFraming(tiled, Spy(Renderer(), BackgroundBank(4, seed=0), cam), drives=2, frames_per_drive=4,
+                              streets=1.0)
+    m = ApproachSampler(dashcam=cam, background_count=4, framing=framing).refit(0, stop_scene, stop_scene.texture,
+                                                                                torch.Generator().manual_seed(0))
+    assert len(seen) == 2 and all(s is not None and s.seed < HELD_OUT_STREETS for s in seen)
+    assert m.found_rate() >= 0.75                 # DetNet finds the clean sign among the street's clutter
+    g, h = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    from physattack.drive.trajectories import random_drives
+
+    drives = random_drives(4, (25.0, 75.0), (2.0, 8.0), 4, g)
+    plain = DetectorFraming(tiled, framing.renderer).on_streets(drives, g)
+    random_drives(4, (25.0, 75.0), (2.0, 8.0), 4, h)
+    assert plain == drives and torch.equal(g.get_state(), h.get_state())        # nothing more drawn
+    with pytest.raises(InputError, match="eot.sampler.fit.streets"):
+        DetectorFraming(tiled, framing.renderer, streets=1.5)
+
+
 def test_steps_on_approach_windows_lower_the_drives_stop_margin(stop_scene, signnet, tmp_path):
     """The decision-level objective end to end in the EOT loop (the hand framing: no detector): a short run makes
     the drawn drives' stop margin fall and records the share of drives that run the sign as its success."""
