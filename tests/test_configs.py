@@ -115,6 +115,7 @@ def test_the_red_team_preset_is_the_ensemble_over_approach_windows_within_a_quar
     assert cfg.victim._target_.endswith("build_ensemble") and "zoo_convnext_atto" in cfg.victim.members
     assert "zoo_resnet10t_48" in cfg.victim.members   # a member that sees the sign at 48 px, as a far frame fills it
     assert cfg.eot.sampler._target_.endswith("ApproachSampler") and cfg.patch.area <= 0.25
+    assert cfg.eot.sampler.decision.every_window     # a drawn window stands for its drive's: +12 points over drives
     held_out = set(cfg.evaluation.victims) - set(cfg.victim.members)
     families = {cfg.evaluation.families[n] for n in held_out} - {cfg.evaluation.families[n] for n in cfg.victim.members}
     assert len(families) >= 3                      # at least three families no member shares
