@@ -44,6 +44,7 @@ from physattack.drive.judge import check_vote
 from physattack.drive.surrogate import stop_margin
 from physattack.drive.conditions import Conditions, drive_condition
 from physattack.drive.render import DriveRenderer
+from physattack.drive.street import HELD_OUT_STREETS
 from physattack.drive.trajectories import (Dashcam, Drive, braking_distance_m, face_corners, projected_boxes,
                                           random_drives)
 from physattack.eot.params import SceneParams
@@ -121,10 +122,10 @@ class DetectorFraming:
             raise InputError(f"eot.sampler.fit.by={by!r} is not a way to match views to the detector's measured "
                              "boxes: use place (where the sign is in the frame) or distance.")
         self.by = by
-        self.drives = check_range("eot.framing.drives", drives, 1, integer=True, why="drives rendered per fit")
-        self.frames_per_drive = check_range("eot.framing.frames_per_drive", frames_per_drive, 1, integer=True,
+        self.drives = check_range("eot.sampler.fit.drives", drives, 1, integer=True, why="drives rendered per fit")
+        self.frames_per_drive = check_range("eot.sampler.fit.frames_per_drive", frames_per_drive, 1, integer=True,
                                             why="frames of each drive per fit")
-        self.neighbours = check_range("eot.framing.neighbours", neighbours, 1, integer=True,
+        self.neighbours = check_range("eot.sampler.fit.neighbours", neighbours, 1, integer=True,
                                       why="measurements a view draws from")
         self.measured: BoxMeasurements | None = None
 
@@ -133,8 +134,6 @@ class DetectorFraming:
         ``HELD_OUT_STREETS``, never a held-out drive's); without a share, ``drives`` as they are and no draw."""
         if not self.streets:
             return drives
-        from physattack.drive.street import HELD_OUT_STREETS
-
         on = torch.rand(len(drives), generator=generator) < self.streets
         seed = torch.randint(0, HELD_OUT_STREETS, (len(drives),), generator=generator)
         return [replace(d, street=int(seed[i])) if on[i] else d for i, d in enumerate(drives)]

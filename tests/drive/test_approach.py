@@ -110,6 +110,7 @@ def test_the_detector_framing_can_be_fitted_on_training_streets_and_never_on_a_h
     are the ones drawn before, with no extra draw from the run's generator; a share outside 0-1 names its key."""
     from physattack.drive.stacks import StackSettings, TiledDetector
     from physattack.drive.street import HELD_OUT_STREETS
+    from physattack.drive.trajectories import random_drives
     from physattack.render import Renderer
     from physattack.victims import load_detnet
 
@@ -129,8 +130,6 @@ def test_the_detector_framing_can_be_fitted_on_training_streets_and_never_on_a_h
     assert len(seen) == 2 and all(s is not None and s.seed < HELD_OUT_STREETS for s in seen)
     assert m.found_rate() >= 0.75                 # DetNet finds the clean sign among the street's clutter
     g, h = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
-    from physattack.drive.trajectories import random_drives
-
     drives = random_drives(4, (25.0, 75.0), (2.0, 8.0), 4, g)
     plain = DetectorFraming(tiled, framing.renderer).on_streets(drives, g)
     random_drives(4, (25.0, 75.0), (2.0, 8.0), 4, h)
