@@ -256,10 +256,10 @@ def approach_framing(sampler, cfg: DictConfig, *, scene, renderer, backgrounds, 
         return sampler
     detector, _ = drive_detector(node, device)
     tiled = TiledDetector(detector, sampler.dashcam, tuple(scene.texture_size_m), make(node.stack, _convert_="all"))
-    unknown = set(sampler.fit) - {"drives", "frames_per_drive", "neighbours", "by", "streets"}
+    unknown = set(sampler.fit) - {"drives", "frames_per_drive", "neighbours", "by", "streets", "per"}
     if unknown:
         raise InputError(f"eot.sampler.fit has no key {sorted(unknown)[0]}: it takes drives, frames_per_drive, "
-                         "neighbours, by and streets.")
+                         "neighbours, by, streets and per.")
     sampler.framing = DetectorFraming(tiled, DriveRenderer(renderer, backgrounds, sampler.dashcam),
                                       iou=float(node.settings.iou), **sampler.fit)
     return sampler

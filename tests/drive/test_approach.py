@@ -294,3 +294,29 @@ def test_views_draw_the_boxes_measured_where_their_sign_is_in_the_frame():
     with pytest.raises(InputError, match="eot.sampler.fit.by"):
         DetectorFraming(None, None, by="nearest")
 
+
+
+def test_a_window_can_share_one_measured_box_as_a_drives_consecutive_frames_do():
+    """``fit.per=window``: the n frames of a window are framed by the one measurement drawn for its first frame (a
+    tight box persists, and k of n tight frames decide a drive), so each window's frames are all tight or all true;
+    drawn per frame (the default) they mix within windows. A bad ``per`` is one sentence."""
+    from physattack.drive.approach import BoxMeasurements
+
+    s = ApproachSampler(drives=32, segments=2, start_m=70.0, framing=DetectorFraming(None, None, neighbours=4, per="window"))
+    dist = torch.linspace(10.0, 72.0, 64)
+    ratio = torch.where(torch.arange(64) % 2 == 0, 0.6, 1.0)       # every other measurement a tight box
+    zeros = torch.zeros_like(dist)
+    s.framing.measured = BoxMeasurements(dist, torch.ones_like(dist, dtype=torch.bool), ratio, zeros, zeros)
+    n = s.decision.n
+
+    def tight_per_window(sampler):
+        w = sampler.windows(torch.Generator().manual_seed(2))
+        return (w.params.frame[:w.frames] > sampler.crop_frame * 1.2).reshape(-1, n).sum(1)
+
+    shared = tight_per_window(s)
+    assert ((shared == 0) | (shared == n)).all() and (shared == n).any() and (shared == 0).any()
+    s.framing.per = "frame"
+    mixed = tight_per_window(s)
+    assert ((mixed > 0) & (mixed < n)).float().mean() > 0.5
+    with pytest.raises(InputError, match="eot.sampler.fit.per"):
+        DetectorFraming(None, None, per="drive")
