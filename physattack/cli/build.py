@@ -256,10 +256,11 @@ def approach_framing(sampler, cfg: DictConfig, *, scene, renderer, backgrounds, 
         return sampler
     detector, _ = drive_detector(node, device)
     tiled = TiledDetector(detector, sampler.dashcam, tuple(scene.texture_size_m), make(node.stack, _convert_="all"))
-    unknown = set(sampler.fit) - {"drives", "frames_per_drive", "neighbours", "by", "streets", "per"}
+    unknown = set(sampler.fit) - {"drives", "frames_per_drive", "neighbours", "by", "streets", "per",
+                                  "tightest"}
     if unknown:
         raise InputError(f"eot.sampler.fit has no key {sorted(unknown)[0]}: it takes drives, frames_per_drive, "
-                         "neighbours, by, streets and per.")
+                         "neighbours, by, streets, per and tightest.")
     sampler.framing = DetectorFraming(tiled, DriveRenderer(renderer, backgrounds, sampler.dashcam),
                                       iou=float(node.settings.iou), **sampler.fit)
     return sampler

@@ -320,3 +320,26 @@ def test_a_window_can_share_one_measured_box_as_a_drives_consecutive_frames_do()
     assert ((mixed > 0) & (mixed < n)).float().mean() > 0.5
     with pytest.raises(InputError, match="eot.sampler.fit.per"):
         DetectorFraming(None, None, per="drive")
+
+
+def test_tightest_draws_the_tightest_box_the_detector_found_among_the_nearest():
+    """``fit.tightest=1``: every draw takes the smallest box found among its nearest measurements (a miss is never
+    the tightest); 0 draws as before, with nothing more from the generator; a share outside 0-1 names its key."""
+    from physattack.drive.approach import BoxMeasurements
+
+    dist = torch.tensor([50.0, 51.0, 52.0, 53.0, 70.0, 71.0])
+    found = torch.tensor([True, True, False, True, True, True])
+    ratio = torch.tensor([1.2, 0.7, 0.1, 1.1, 0.9, 1.3])
+    zeros = torch.zeros_like(dist)
+    framing = DetectorFraming(None, None, neighbours=4, tightest=1.0)
+    framing.measured = BoxMeasurements(dist, found, ratio, zeros, zeros)
+    f = framing.sample(torch.full((64,), 51.5), torch.Generator().manual_seed(0))
+    assert torch.equal(f.ratio, torch.full((64,), 0.7)) and f.found.all()
+    framing.tightest = 0.0
+    g, h = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
+    plain = framing.sample(torch.full((64,), 51.5), g)
+    assert len(set(plain.ratio.tolist())) > 2                     # random among the four nearest
+    torch.randint(4, (64,), generator=h)
+    assert torch.equal(g.get_state(), h.get_state())
+    with pytest.raises(InputError, match="eot.sampler.fit.tightest"):
+        DetectorFraming(None, None, tightest=2.0)
