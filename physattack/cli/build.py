@@ -244,7 +244,8 @@ def approach_framing(sampler, cfg: DictConfig, *, scene, renderer, backgrounds, 
     run on drive frames rendered over the *training* ``backgrounds``); for a detector (windows of tiles), that
     stack's search tiles, which the detector reads itself. Any other sampler is returned as it is."""
     from physattack.drive import DriveRenderer, TiledDetector
-    from physattack.drive.approach import ApproachSampler, DetectorFraming
+    from physattack.drive.approach import ApproachSampler
+    from physattack.drive.framing import DetectorFraming, FramingDraw
 
     if not isinstance(sampler, ApproachSampler):
         return sampler
@@ -256,13 +257,14 @@ def approach_framing(sampler, cfg: DictConfig, *, scene, renderer, backgrounds, 
         return sampler
     detector, _ = drive_detector(node, device)
     tiled = TiledDetector(detector, sampler.dashcam, tuple(scene.texture_size_m), make(node.stack, _convert_="all"))
-    unknown = set(sampler.fit) - {"drives", "frames_per_drive", "neighbours", "by", "streets", "per",
-                                  "tightest"}
+    fit = dict(sampler.fit)
+    unknown = set(fit) - {"drives", "frames_per_drive", "streets", *FramingDraw.__dataclass_fields__}
     if unknown:
         raise InputError(f"eot.sampler.fit has no key {sorted(unknown)[0]}: it takes drives, frames_per_drive, "
-                         "neighbours, by, streets, per and tightest.")
+                         "streets, neighbours, by, per and tightest.")
+    draw = FramingDraw(**{k: fit.pop(k) for k in list(fit) if k in FramingDraw.__dataclass_fields__})
     sampler.framing = DetectorFraming(tiled, DriveRenderer(renderer, backgrounds, sampler.dashcam),
-                                      iou=float(node.settings.iou), **sampler.fit)
+                                      iou=float(node.settings.iou), draw=draw, **fit)
     return sampler
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from physattack.drive.approach import ApproachObjective, ApproachSampler, DetectorFraming, Windows
+from physattack.drive.approach import ApproachObjective, ApproachSampler, Windows
+from physattack.drive.framing import DetectorFraming, FramingDraw
 from physattack.drive.judge import first_recognition
 from physattack.drive.surrogate import stop_margin
 from physattack.drive.render import DriveRenderer
@@ -267,11 +268,11 @@ def test_views_draw_the_boxes_measured_where_their_sign_is_in_the_frame():
     """Two places at the same distance, where the detector boxed the sign differently (a tight box 6 m right, a
     true one 3.5 m right): keyed by place, each window frame draws its own place's box; keyed by distance
     alone, both are mixed. A bad ``by`` is one sentence."""
-    from physattack.drive.approach import BoxMeasurements
+    from physattack.drive.framing import BoxMeasurements
 
     cam = Dashcam()
     s = ApproachSampler(dashcam=cam, drives=32, segments=1, lane_offset_m=(3.5, 6.0), speed_kmh=(30.0, 30.0),
-                        start_m=70.0, framing=DetectorFraming(None, None, neighbours=3, by="place"))
+                        start_m=70.0, framing=DetectorFraming(None, None, draw=FramingDraw(neighbours=3, by="place")))
     # measured on frames at the windows' distances, the sign 3.5 and 6 m right: ratio 0.66 at 6 m, 1.0 at 3.5 m
     dist = torch.linspace(60.0, 72.0, 13).repeat(2)
     offset = torch.cat([torch.full((13,), 3.5), torch.full((13,), 6.0)])
@@ -288,11 +289,11 @@ def test_views_draw_the_boxes_measured_where_their_sign_is_in_the_frame():
     frame = w.params.frame
     assert torch.allclose(frame[right], torch.full_like(frame[right], s.crop_frame / 0.66))
     assert torch.allclose(frame[near], torch.full_like(frame[near], s.crop_frame))
-    s.framing.by = "distance"
+    s.framing.draw = FramingDraw(neighbours=3, by="distance")
     mixed = s.windows(torch.Generator().manual_seed(1)).params.frame
     assert not torch.allclose(mixed[right], torch.full_like(mixed[right], s.crop_frame / 0.66))
     with pytest.raises(InputError, match="eot.sampler.fit.by"):
-        DetectorFraming(None, None, by="nearest")
+        FramingDraw(by="nearest")
 
 
 
@@ -300,9 +301,10 @@ def test_a_window_can_share_one_measured_box_as_a_drives_consecutive_frames_do()
     """``fit.per=window``: the n frames of a window are framed by the one measurement drawn for its first frame (a
     tight box persists, and k of n tight frames decide a drive), so each window's frames are all tight or all true;
     drawn per frame (the default) they mix within windows. A bad ``per`` is one sentence."""
-    from physattack.drive.approach import BoxMeasurements
+    from physattack.drive.framing import BoxMeasurements
 
-    s = ApproachSampler(drives=32, segments=2, start_m=70.0, framing=DetectorFraming(None, None, neighbours=4, per="window"))
+    framing = DetectorFraming(None, None, draw=FramingDraw(neighbours=4, per="window"))
+    s = ApproachSampler(drives=32, segments=2, start_m=70.0, framing=framing)
     dist = torch.linspace(10.0, 72.0, 64)
     ratio = torch.where(torch.arange(64) % 2 == 0, 0.6, 1.0)       # every other measurement a tight box
     zeros = torch.zeros_like(dist)
@@ -315,31 +317,31 @@ def test_a_window_can_share_one_measured_box_as_a_drives_consecutive_frames_do()
 
     shared = tight_per_window(s)
     assert ((shared == 0) | (shared == n)).all() and (shared == n).any() and (shared == 0).any()
-    s.framing.per = "frame"
+    s.framing.draw = FramingDraw(neighbours=4, per="frame")
     mixed = tight_per_window(s)
     assert ((mixed > 0) & (mixed < n)).float().mean() > 0.5
     with pytest.raises(InputError, match="eot.sampler.fit.per"):
-        DetectorFraming(None, None, per="drive")
+        FramingDraw(per="drive")
 
 
 def test_tightest_draws_the_tightest_box_the_detector_found_among_the_nearest():
     """``fit.tightest=1``: every draw takes the smallest box found among its nearest measurements (a miss is never
     the tightest); 0 draws as before, with nothing more from the generator; a share outside 0-1 names its key."""
-    from physattack.drive.approach import BoxMeasurements
+    from physattack.drive.framing import BoxMeasurements
 
     dist = torch.tensor([50.0, 51.0, 52.0, 53.0, 70.0, 71.0])
     found = torch.tensor([True, True, False, True, True, True])
     ratio = torch.tensor([1.2, 0.7, 0.1, 1.1, 0.9, 1.3])
     zeros = torch.zeros_like(dist)
-    framing = DetectorFraming(None, None, neighbours=4, tightest=1.0)
+    framing = DetectorFraming(None, None, draw=FramingDraw(neighbours=4, tightest=1.0))
     framing.measured = BoxMeasurements(dist, found, ratio, zeros, zeros)
     f = framing.sample(torch.full((64,), 51.5), torch.Generator().manual_seed(0))
     assert torch.equal(f.ratio, torch.full((64,), 0.7)) and f.found.all()
-    framing.tightest = 0.0
+    framing.draw = FramingDraw(neighbours=4)
     g, h = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
     plain = framing.sample(torch.full((64,), 51.5), g)
     assert len(set(plain.ratio.tolist())) > 2                     # random among the four nearest
     torch.randint(4, (64,), generator=h)
     assert torch.equal(g.get_state(), h.get_state())
     with pytest.raises(InputError, match="eot.sampler.fit.tightest"):
-        DetectorFraming(None, None, tightest=2.0)
+        FramingDraw(tightest=2.0)

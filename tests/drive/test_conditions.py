@@ -126,11 +126,11 @@ def test_bad_conditions_name_the_key():
 
 
 def test_views_draw_the_detector_boxes_measured_in_their_own_light_and_weather():
-    from physattack.drive.approach import BoxMeasurements, DetectorFraming
+    from physattack.drive.framing import BoxMeasurements, DetectorFraming, FramingDraw
     from physattack.drive.conditions import condition_code, drive_condition
     from physattack.drive.trajectories import random_drives
 
-    framing = DetectorFraming(tiled=None, renderer=None, neighbours=3)
+    framing = DetectorFraming(tiled=None, renderer=None, draw=FramingDraw(neighbours=3))
     dist = torch.tensor([40.0, 60.0, 80.0] * 2)
     code = torch.tensor([0, 0, 0, 2, 2, 2])               # daylight, then night
     framing.measured = BoxMeasurements(dist, torch.ones(6, dtype=torch.bool), torch.tensor([1.0] * 3 + [1.3] * 3),
