@@ -310,16 +310,16 @@ class ApproachSampler:
         place; ``condition``: per drive): each frame's own, or with ``fit.per=window`` the one drawn for its
         window's first frame."""
         framing, n = self.framing, dist.shape[-1]
-        if framing.per == "window":
+        if framing.draw.per == "window":
             x, y, dist = x[..., :1], y[..., :1], dist[..., :1]
         reps = dist.shape[1] * dist.shape[2]
         place = None
-        if framing.by == "place":
+        if framing.draw.by == "place":
             b = self._boxes(x.reshape(-1), y.reshape(-1), dist.reshape(-1))
             place = torch.cat([(b[:, :2] + b[:, 2:]) / 2, (b[:, 2:] - b[:, :2]).amax(1, keepdim=True)], 1)
         f = framing.sample(dist.reshape(-1), g, place, condition.repeat_interleave(reps) if self.conditions.any
                            else None)
-        if framing.per == "window":
+        if framing.draw.per == "window":
             f = Framing(*(t.repeat_interleave(n) for t in (f.found, f.ratio, f.dx, f.dy)))
         return f
 

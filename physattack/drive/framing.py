@@ -126,14 +126,6 @@ class DetectorFraming:
                                             why="frames of each drive per fit")
         self.measured: BoxMeasurements | None = None
 
-    @property
-    def by(self) -> str:
-        return self.draw.by
-
-    @property
-    def per(self) -> str:
-        return self.draw.per
-
     def on_streets(self, drives: list[Drive], generator: torch.Generator) -> list[Drive]:
         """``drives`` with a ``streets`` share of them moved onto training streets (seeds below
         ``HELD_OUT_STREETS``, never a held-out drive's); without a share, ``drives`` as they are and no draw."""
@@ -204,7 +196,7 @@ class DetectorFraming:
         m = self.measured
         if m is None:
             raise RuntimeError("DetectorFraming.sample before fit")
-        if self.by == "place" and place is not None and m.place is not None:
+        if self.draw.by == "place" and place is not None and m.place is not None:
             gap = place_gap(place.float(), m.place.float())
         else:
             gap = (distance_m.log()[:, None] - m.distance_m.log()[None, :]).abs()
