@@ -78,7 +78,9 @@ class FramingDraw:
             the classifier's crop, and the held-out drives are lost in the frames boxed that way (the canonical
             patch's street drives, seed 0: 50 % of the frames boxed under 0.8 of the sign's side read as the sign,
             0.2 % of the others), which random draws from a fit of a few dozen frames seldom hold. Still the
-            detector's own measured boxes, drawn pessimistically; 0 (the default) draws nothing more.
+            detector's own measured boxes, drawn pessimistically; 0 (the default) draws nothing more. Neither this
+            nor ``per=window`` moved the drives beyond one or two of 18 (README, "Tight boxes"): the fits seldom
+            hold boxes as tight as the drives' tightest, so these are options, not defaults.
     """
 
     neighbours: int = 6
