@@ -87,10 +87,19 @@ def test_defaults_and_the_bundled_eot_configs_pass():
 
     import yaml
     from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    def load(path):           # an option that extends another (eot=approach_2w: defaults [approach, _self_]) over it
+        cfg = yaml.safe_load(path.read_text())
+        parents = [load(path.parent / f"{p}.yaml") for p in cfg.pop("defaults", []) if p != "_self_"]
+        return OmegaConf.to_container(OmegaConf.merge(*parents, cfg))
+
     ViewSampler(), EvalGrid(), FrameSampler(), FrameGrid()
     for path in sorted((Path(__file__).parents[2] / "conf" / "eot").glob("*.yaml")):
-        cfg = yaml.safe_load(path.read_text())
+        cfg = load(path)
         sampler = instantiate(cfg["sampler"], _convert_="all")        # ViewSampler, or DriveSampler (eot=drive)
+        if path.stem == "approach_2w":
+            assert (sampler.segments, sampler.views_per_step, sampler.conditions.any) == (2, 16, False)
         params = sampler.sample(2, torch.Generator().manual_seed(0))
         assert len(params) == 2 and torch.isfinite(params.distance_m).all(), path.name
         EvalGrid(**{k: v for k, v in cfg["grid"].items() if k != "_target_"})
