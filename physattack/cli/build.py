@@ -257,12 +257,13 @@ def approach_framing(sampler, cfg: DictConfig, *, scene, renderer, backgrounds, 
         return sampler
     detector, _ = drive_detector(node, device)
     tiled = TiledDetector(detector, sampler.dashcam, tuple(scene.texture_size_m), make(node.stack, _convert_="all"))
-    fit = dict(sampler.fit)
-    unknown = set(fit) - {"drives", "frames_per_drive", "streets", *FramingDraw.__dataclass_fields__}
+    drawing = set(FramingDraw.__dataclass_fields__)           # how views draw: neighbours, by, per, tightest
+    unknown = set(sampler.fit) - {"drives", "frames_per_drive", "streets", *drawing}
     if unknown:
         raise InputError(f"eot.sampler.fit has no key {sorted(unknown)[0]}: it takes drives, frames_per_drive, "
                          "streets, neighbours, by, per and tightest.")
-    draw = FramingDraw(**{k: fit.pop(k) for k in list(fit) if k in FramingDraw.__dataclass_fields__})
+    draw = FramingDraw(**{k: v for k, v in sampler.fit.items() if k in drawing})
+    fit = {k: v for k, v in sampler.fit.items() if k not in drawing}
     sampler.framing = DetectorFraming(tiled, DriveRenderer(renderer, backgrounds, sampler.dashcam),
                                       iou=float(node.settings.iou), draw=draw, **fit)
     return sampler

@@ -42,7 +42,7 @@ from torch import Tensor
 from physattack.drive.judge import check_vote
 from physattack.drive.surrogate import stop_margin
 from physattack.drive.conditions import Conditions
-from physattack.drive.framing import BoxMeasurements, DetectorFraming, Framing, FramingDraw, place_gap  # noqa: F401
+from physattack.drive.framing import BoxMeasurements, DetectorFraming, Framing
 from physattack.drive.trajectories import Dashcam, braking_distance_m, face_corners, projected_boxes, random_drives
 from physattack.eot.params import SceneParams
 from physattack.eot.sampler import ViewSampler, _uniform, sensor_pixels
@@ -408,4 +408,4 @@ class ApproachSampler:
 
 
 __all__ = ["CLEAN_CAMERA", "ApproachObjective", "ApproachSampler", "BoxMeasurements", "DetectorFraming", "Framing",
-           "FramingDraw", "Windows"]
+           "Windows"]

@@ -118,7 +118,7 @@ class DetectorFraming:
     """
 
     def __init__(self, tiled, renderer: DriveRenderer, iou: float = 0.3, drives: int = 6, frames_per_drive: int = 8,
-                 streets: float = 0.0, draw: "FramingDraw | None" = None):
+                 streets: float = 0.0, draw: FramingDraw | None = None):
         self.tiled, self.renderer, self.iou = tiled, renderer, iou
         self.draw = draw if draw is not None else FramingDraw()
         self.streets = check_range("eot.sampler.fit.streets", streets, 0.0, 1.0,

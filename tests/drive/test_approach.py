@@ -296,7 +296,6 @@ def test_views_draw_the_boxes_measured_where_their_sign_is_in_the_frame():
         FramingDraw(by="nearest")
 
 
-
 def test_a_window_can_share_one_measured_box_as_a_drives_consecutive_frames_do():
     """``fit.per=window``: the n frames of a window are framed by the one measurement drawn for its first frame (a
     tight box persists, and k of n tight frames decide a drive), so each window's frames are all tight or all true;
