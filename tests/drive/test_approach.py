@@ -344,3 +344,34 @@ def test_tightest_draws_the_tightest_box_the_detector_found_among_the_nearest():
     assert torch.equal(g.get_state(), h.get_state())
     with pytest.raises(InputError, match="eot.sampler.fit.tightest"):
         FramingDraw(tightest=2.0)
+
+
+def test_shrink_frames_a_share_of_found_boxes_on_a_part_of_the_sign():
+    """``fit.shrink=1``: every found draw's box is shrunk by a factor within ``shrink_to`` and stays inside the box
+    it was drawn as (a miss stays a miss); 0 draws nothing more; a share or a range out of bounds names its key."""
+    from physattack.drive.framing import BoxMeasurements
+
+    dist = torch.tensor([50.0, 51.0, 52.0, 53.0])
+    found = torch.tensor([True, True, False, True])
+    ratio = torch.tensor([1.2, 1.0, 1.0, 1.1])
+    dx = torch.tensor([0.05, -0.05, 0.0, 0.0])
+    framing = DetectorFraming(None, None, draw=FramingDraw(neighbours=4, shrink=1.0, shrink_to=(0.5, 0.6)))
+    framing.measured = BoxMeasurements(dist, found, ratio, dx, torch.zeros_like(dist))
+    f = framing.sample(torch.full((256,), 51.5), torch.Generator().manual_seed(0))
+    framing.draw = FramingDraw(neighbours=4)
+    g = torch.Generator().manual_seed(0)
+    plain = framing.sample(torch.full((256,), 51.5), g)
+    assert torch.equal(f.found, plain.found) and not f.found.all()
+    factor = f.ratio[f.found] / plain.ratio[f.found]
+    assert factor.min() >= 0.5 - 1e-6 and factor.max() <= 0.6 + 1e-6
+    assert torch.equal(f.ratio[~f.found], plain.ratio[~f.found])
+    room = plain.ratio * (1 - f.ratio / plain.ratio) / 2 + 1e-6
+    assert ((f.dx - plain.dx).abs() <= room).all() and ((f.dy - plain.dy).abs() <= room).all()
+    assert (f.dx - plain.dx)[f.found].abs().max() > 0.05              # moved within the box, not centred
+    h = torch.Generator().manual_seed(0)
+    torch.randint(4, (256,), generator=h)
+    assert torch.equal(g.get_state(), h.get_state())                  # shrink 0: nothing more drawn
+    with pytest.raises(InputError, match="eot.sampler.fit.shrink"):
+        FramingDraw(shrink=1.5)
+    with pytest.raises(InputError, match="eot.sampler.fit.shrink_to"):
+        FramingDraw(shrink_to=(0.7, 1.4))
