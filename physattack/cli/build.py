@@ -255,13 +255,13 @@ def approach_framing(sampler, cfg: DictConfig, *, scene, renderer, backgrounds, 
     sampler.with_crop_frame(float(cfg.eot.grid.frame))
     if sampler.framing is not None:
         return sampler
-    detector, _ = drive_detector(node, device)
-    tiled = TiledDetector(detector, sampler.dashcam, tuple(scene.texture_size_m), make(node.stack, _convert_="all"))
     drawing = set(FramingDraw.__dataclass_fields__)           # how views draw: neighbours, by, per, tightest, shrink
     unknown = set(sampler.fit) - {"drives", "frames_per_drive", "streets", *drawing}
-    if unknown:
+    if unknown:                                               # before the detector loads: one sentence, at once
         raise InputError(f"eot.sampler.fit has no key {sorted(unknown)[0]}: it takes drives, frames_per_drive, "
                          "streets, neighbours, by, per, tightest, shrink and shrink_to.")
+    detector, _ = drive_detector(node, device)
+    tiled = TiledDetector(detector, sampler.dashcam, tuple(scene.texture_size_m), make(node.stack, _convert_="all"))
     draw = FramingDraw(**{k: v for k, v in sampler.fit.items() if k in drawing})
     fit = {k: v for k, v in sampler.fit.items() if k not in drawing}
     sampler.framing = DetectorFraming(tiled, DriveRenderer(renderer, backgrounds, sampler.dashcam),

@@ -375,3 +375,16 @@ def test_shrink_frames_a_share_of_found_boxes_on_a_part_of_the_sign():
         FramingDraw(shrink=1.5)
     with pytest.raises(InputError, match="eot.sampler.fit.shrink_to"):
         FramingDraw(shrink_to=(0.7, 1.4))
+
+
+def test_an_unknown_fit_key_is_one_sentence_before_the_detector_loads():
+    """``eot.sampler.fit`` with a key nothing reads (a typo of ``shrink``) stops the run with one sentence naming it
+    and the keys it takes, before any detector is loaded (no scene, renderer or weights are needed to say so)."""
+    from omegaconf import OmegaConf
+
+    from physattack.cli.build import approach_framing
+
+    sampler = ApproachSampler(fit={"drives": 6, "frames_per_drive": 8, "neighbours": 6, "shrnk": 0.25})
+    cfg = OmegaConf.create({"eot": {"grid": {"frame": 0.62}}})
+    with pytest.raises(InputError, match=r"eot.sampler.fit has no key shrnk: it takes .*shrink and shrink_to\."):
+        approach_framing(sampler, cfg, scene=None, renderer=None, backgrounds=None, device="cpu")
