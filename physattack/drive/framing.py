@@ -4,7 +4,8 @@
 tiles (``TiledDetector``) and keeps, per frame, whether it found the sign and how its box was off (size and centre,
 as shares of the sign's own box). Each window frame then draws one of the measurements nearest it
 (``FramingDraw``: by distance or by where the sign is in the frame, per frame or per window, at random or the
-tightest): a missed frame reads nothing, a found one is cropped as that box would have been.
+tightest; a share of the found boxes shrunk onto a part of the sign, as a tile's edge cuts it): a missed frame reads
+nothing, a found one is cropped as that box would have been.
 """
 
 from __future__ import annotations
