@@ -255,11 +255,12 @@ def approach_framing(sampler, cfg: DictConfig, *, scene, renderer, backgrounds, 
     sampler.with_crop_frame(float(cfg.eot.grid.frame))
     if sampler.framing is not None:
         return sampler
-    drawing = set(FramingDraw.__dataclass_fields__)           # how views draw: neighbours, by, per, tightest, shrink
-    unknown = set(sampler.fit) - {"drives", "frames_per_drive", "streets", *drawing}
+    drawing = list(FramingDraw.__dataclass_fields__)          # how views draw; the rest is the fit's own
+    keys = ["drives", "frames_per_drive", "streets", *drawing]
+    unknown = set(sampler.fit) - set(keys)
     if unknown:                                               # before the detector loads: one sentence, at once
-        raise InputError(f"eot.sampler.fit has no key {sorted(unknown)[0]}: it takes drives, frames_per_drive, "
-                         "streets, neighbours, by, per, tightest, shrink and shrink_to.")
+        raise InputError(f"eot.sampler.fit has no key {sorted(unknown)[0]}: it takes {', '.join(keys[:-1])} and "
+                         f"{keys[-1]}.")
     detector, _ = drive_detector(node, device)
     tiled = TiledDetector(detector, sampler.dashcam, tuple(scene.texture_size_m), make(node.stack, _convert_="all"))
     draw = FramingDraw(**{k: v for k, v in sampler.fit.items() if k in drawing})
