@@ -84,6 +84,10 @@ class QuerySettings:
         layout_every: every this many steps, one step moves the stickers instead of their colours (``samples``
             children of ``layout_cells`` moved cells each, ``physattack.attack.query_layout``); 0: they stay put.
         layout_cells: sticker cells a layout child moves, each to a free cell of the face next to the stickers.
+        layout_confirm: a layout step's best child is taken only if it also beats the patch on a second, fresh
+            draw (both asked, both counted): the best of ``samples`` children beats its parent on one draw by
+            chance alone (the winner's curse), most of all with labels, whose share of views won is coarse.
+            False: taken on the step's draw alone (and no second draw is made).
     """
 
     answers: str = "scores"
@@ -105,6 +109,7 @@ class QuerySettings:
     select_draws: int = 2
     layout_every: int = 0
     layout_cells: int = 1
+    layout_confirm: bool = False
 
     def __post_init__(self) -> None:
         E, k = QueryAttackError, "attack.query."
@@ -136,6 +141,8 @@ class QuerySettings:
         self.layout_every = E.check_range(k + "layout_every", self.layout_every, 0, integer=True,
                                           why="steps between layout steps; 0: the stickers stay where they are")
         self.layout_cells = E.check_range(k + "layout_cells", self.layout_cells, 1, integer=True)
+        if not isinstance(self.layout_confirm, bool):
+            raise E(f"{k}layout_confirm must be true or false, not {self.layout_confirm!r}.")
         if self.keep and self.method != "nes":
             raise E(f"{k}keep steers nes's steps; with {k}optimizer={self.optimizer} set {k}keep=0.")
 
@@ -161,8 +168,8 @@ class QuerySettings:
 
     def images_per_step(self, views: int) -> int:
         """The most images one step asks about with ``views`` views per candidate."""
-        return views * max(2 * self.samples if self.method == "nes" else 1 + self.samples,
-                           1 + self.samples if self.layout_every else 0)
+        layout = 1 + self.samples + (2 if self.layout_confirm else 0) if self.layout_every else 0
+        return views * max(2 * self.samples if self.method == "nes" else 1 + self.samples, layout)
 
 
 def check_victim(victim, objective: str) -> None:
@@ -306,7 +313,8 @@ class QueryRun:
         self.blocks = ColourBlocks(start.detach(), s.patch.mask, cell, palette)
         sticker = self.sticker_px(s.patch, s.scene)
         self.layout = StickerLayout(s.patch.mask, s.scene.face_mask, sticker) if self.settings.layout_every else None
-        self.moved = {"steps": 0, "taken": 0, "moved": 0}          # layout steps, moves taken, cells moved
+        self.moved = {"steps": 0, "taken": 0, "moved": 0, "refused": 0}   # layout steps, moves taken, cells moved,
+                                                                           # best children a fresh draw refused
         self.label = attack.label(victim, s.scene)
         name = attack.target if attack.targeted else s.scene.class_name
         if victim.is_detector:
@@ -400,10 +408,11 @@ class QueryRun:
         return float(loss), success
 
     # -- the steps -------------------------------------------------------------------------------------
-    def draw(self):
+    def draw(self, refit: bool = True):
+        """(a step's draw, progress); ``refit=False``: a second draw of the same step, the framing as it is."""
         s, a = self.setup, self.attack
         progress = min(1.0, self.victim.images / max(1, self.victim.budget or 1))
-        if hasattr(s.sampler, "refit") and s.sampler.refit_due(self.step):
+        if refit and hasattr(s.sampler, "refit") and s.sampler.refit_due(self.step):
             with torch.no_grad():
                 texture = self.texture(self.offset, s.scene.texture)
             own = torch.Generator().manual_seed(self.run.seed * 100_003 + self.step)
@@ -569,7 +578,8 @@ class QueryRun:
                 "block_px": self.blocks.cell_px, "basis": st.basis, "start": st.start, "curve": self.curve,
                 "keep": st.keep, "kept": [n for n, _, _ in self.members], "select": st.select, "checks": self.checks,
                 "selected": self.best[2] if self.best is not None else None, "gradient_calls": 0,
-                "layout": {"every": st.layout_every, "cells": st.layout_cells, **self.moved} if self.layout else None}
+                "layout": {"every": st.layout_every, "cells": st.layout_cells, "confirm": st.layout_confirm,
+                           **self.moved} if self.layout else None}
 
 
 def run_query(attack, setup, run, run_dir: str | Path, tracker=None):

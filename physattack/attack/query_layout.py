@@ -87,6 +87,9 @@ def layout_step(run) -> dict | None:
         if loss < best[0]:
             best = (loss, win, (child, on, len(moves)))
     run.moved["steps"] += 1
+    if best[2] is not None and st.layout_confirm and not confirmed(run, best[2][0]):
+        run.moved["refused"] += 1
+        best = (parent_loss, parent_win, None)
     if best[2] is not None:
         child, run.layout.on, cells = best[2]
         run.adopt(child)
@@ -94,6 +97,17 @@ def layout_step(run) -> dict | None:
         run.moved["moved"] += cells
     return {"loss": best[0], "batch_success": best[1], "parent_success": parent_win,
             "accepted": int(best[2] is not None), "layout": 1}
+
+
+def confirmed(run, child) -> bool:
+    """Whether ``child`` (a moved layout) also beats the run's patch on a second, fresh draw of the same step
+    (``layout_confirm``): both asked, both counted; a draw the budget cannot answer confirms nothing."""
+    draw, _ = run.draw(refit=False)
+    if not run.victim.can_answer(2 * len(draw.params) + run.reserve):
+        return False
+    parent_loss, _ = run.ask(run.offset.detach(), draw)
+    child_loss, _ = run.ask(torch.zeros(child.blocks, 3), draw, child)
+    return child_loss < parent_loss
 
 
 __all__ = ["StickerLayout", "layout_step"]

@@ -226,6 +226,46 @@ def test_layout_steps_move_a_sticker_where_the_victim_looks_and_keep_the_area(tm
             bars_setup(), RunConfig(progress=False), tmp_path)
 
 
+class Chance(Planted):
+    """Reads yield by a fixed pseudo-random function of where every texel's colour is: no layout is better than
+    another, yet on one draw of views the best of several moved layouts often beats the patch by chance."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.rand(3, 16, 16, generator=torch.Generator().manual_seed(5)))
+
+    def logits(self, images):
+        read = torch.sin(997.0 * (images * self.w).sum((1, 2, 3)))
+        return torch.stack([torch.zeros_like(read), 10 * read], -1)
+
+
+def test_a_fresh_draw_refuses_the_moves_that_won_their_own_draw_by_chance(tmp_path, no_backward):
+    """``layout_confirm``: the best child is asked again with the patch on a second draw of the step and taken only
+    if it wins there too; on a victim indifferent to the layout that refuses moves the first draw took, and
+    every image of the second draw is counted."""
+    query = {"answers": "labels", "samples": 4, "views": 8, "sigma": 0.05, "lr": 0.02, "cell_mm": None,
+             "layout_every": 2}
+
+    def run(confirm):
+        setup = setup_for(Chance(), std=0.02)
+        mask = torch.zeros(1, 16, 16)
+        mask[:, 4:8, 4:8] = 1
+        setup.patch, setup.placed = StickerPatch(mask, mask_search={"area": 0.0625, "cell_px": 4}), True
+        attack = EOTAttack(method="query", queries=2_000, query={**query, "layout_confirm": confirm})
+        return attack.run(setup, RunConfig(progress=False), tmp_path).queries
+
+    plain, confirmed = run(False), run(True)
+    assert plain["layout"]["refused"] == 0 and plain["layout"]["confirm"] is False
+    layout = confirmed["layout"]
+    assert layout["confirm"] is True and layout["refused"] >= 1
+    assert layout["taken"] / layout["steps"] < plain["layout"]["taken"] / plain["layout"]["steps"]
+    nes = confirmed["steps"] - layout["steps"]
+    asked_twice = layout["taken"] + layout["refused"]
+    assert confirmed["images"] == nes * 8 * 8 + layout["steps"] * 8 * 5 + asked_twice * 8 * 2
+    with pytest.raises(AttackError, match="attack.query.layout_confirm must be true or false"):
+        EOTAttack(method="query", query={"layout_confirm": "yes"})
+
+
 def bars_setup():
     """A sticker that is not made of whole 4-texel cells (a 6-texel square)."""
     setup = setup_for(Planted(), std=0.02)
