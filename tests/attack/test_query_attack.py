@@ -351,3 +351,14 @@ def test_a_query_attack_on_a_detector_only_hides():
     with pytest.raises(AttackError, match="attack.method=query on a detector makes it miss the sign"):
         EOTAttack(objective="mislabel", target="yield", method="query").objective_for(PlantedDetector())
 
+
+
+def test_the_report_line_says_how_many_moves_a_fresh_draw_refused():
+    from physattack.cli.kinds.query import layout_line
+
+    plain = {"layout": {"every": 2, "cells": 1, "confirm": False, "steps": 59, "taken": 40, "moved": 40, "refused": 0}}
+    confirmed = {"layout": {**plain["layout"], "confirm": True, "taken": 17, "moved": 17, "refused": 16}}
+    assert layout_line(plain) == "; 40 of 59 layout steps moved stickers (40 cells moved, the area unchanged)"
+    assert layout_line(confirmed) == ("; 17 of 59 layout steps moved stickers (17 cells moved, the area unchanged, "
+                                      "16 best moves refused by a fresh draw)")
+    assert layout_line({"layout": None}) == ""

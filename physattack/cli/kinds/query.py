@@ -167,8 +167,9 @@ def layout_line(q: dict) -> str:
     layout = q.get("layout")
     if not layout:
         return ""
+    refused = (f", {layout['refused']} best moves refused by a fresh draw" if layout.get("confirm") else "")
     return (f"; {layout['taken']} of {layout['steps']} layout steps moved stickers ({layout['moved']} cells moved, "
-            f"the area unchanged)")
+            f"the area unchanged{refused})")
 
 
 def selected_line(q: dict) -> str:
