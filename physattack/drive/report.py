@@ -174,7 +174,16 @@ def drive_setup(dashcam, drives: list) -> str:
             f"{dashcam.focal_px:.0f} px), {dashcam.height_m:g} m high, pitch {dashcam.pitch_deg:g}°; speeds "
             f"{values('speed_kmh')} km/h; light {values('light')}; camera effects {values('effects')}; lane offsets "
             f"{values('lane_offset_m')} m; from {values('start_m')} m at {values('fps')} fps until the sign leaves the "
-            "frame; held-out backgrounds.")
+            f"frame; {world_phrase(drives)}.")
+
+
+def world_phrase(drives: list) -> str:
+    """What stands behind the sign in ``drives``: held-out streets (by seed), background images, or both."""
+    streets = [d.street for d in drives if getattr(d, "street", None) is not None]
+    if not streets:
+        return "held-out background images"
+    seeds = f"seeds {min(streets)}-{max(streets)}" if len(set(streets)) > 1 else f"seed {streets[0]}"
+    return f"held-out streets ({seeds})" + (" and background images" if len(streets) < len(drives) else "")
 
 
 def drive_headline(result: dict) -> str:

@@ -73,6 +73,9 @@ def test_a_drive_set_on_streets_gives_every_drive_its_own_held_out_street():
     drives = DriveSet(world="street", street_seed=50_000).drives()
     assert [d.street for d in drives] == list(range(50_000, 50_018))
     assert all(d.street is None for d in DriveSet().drives())
+    from physattack.drive.report import world_phrase
+    assert world_phrase(drives) == "held-out streets (seeds 50000-50017)"          # what drive.md says they stood on
+    assert world_phrase(DriveSet().drives()) == "held-out background images"
     with pytest.raises(InputError, match="drive.drives.world must be backdrop .* or street"):
         DriveSet(world="city")
     with pytest.raises(InputError, match="puts the sign on the road"):
