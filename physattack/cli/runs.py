@@ -26,6 +26,9 @@ RUN_FILES = ("config.yaml", "patch.pt")
 #: Class paths earlier versions wrote into config.yaml, and where those classes live now.
 MOVED = {"physattack.eot.drive.": "physattack.drive.", "physattack.evaluate.drive.": "physattack.drive."}
 
+#: The run report kinds of runs whose victims are detectors (``physattack.cli.kinds``).
+DETECTOR_KINDS = ("detector", "query_detector")
+
 
 @dataclass(frozen=True)
 class Prior:
@@ -104,6 +107,22 @@ class RunFolder:
             return Prior(tuple(self.victim_names))
         node = self.cfg.get("victim") or {}
         return Prior(tuple(str(n) for n in (node.get("members") or {})) or (str(node.get("name") or "victim"),))
+
+    def gradient_run(self) -> RunFolder | None:
+        """The run of this one's chain whose victims were attacked by gradient: this run, or for a query run the run it
+        started from (followed back through query runs); None when a query run started from no run."""
+        if not self.queried:
+            return self
+        first = self.init.get("run")
+        return open_run(str(first)).gradient_run() if first else None
+
+    def victim_configs(self) -> dict[str, object]:
+        """Name -> victim config of the victims this run attacked, as its config.yaml built them (an ensemble's
+        members, or the one victim under the name the run's report gives it)."""
+        node = self.cfg.get("victim") or {}
+        if node.get("members"):
+            return {str(name): member for name, member in node.members.items()}
+        return {(self.victim_names or [str(node.get("name") or "victim")])[0]: node}
 
     def scene_and_patch(self, device="cpu"):
         """The run's scene and its patch, with ``patch.pt`` loaded as data only."""
@@ -231,6 +250,22 @@ def open_run(run_dir: str | Path, need_patch: bool = True) -> RunFolder:
     return RunFolder(path, read_config(path / "config.yaml"), read_report(path))
 
 
+def prior_victims(init, names, detectors: bool) -> dict[str, object]:
+    """Name -> victim config of those of ``names`` that the ``init=`` run's chain attacked by gradient, as its gradient
+    run built them: a protocol whose pool lacks them scores them beside the rest (attacked, never held out). {} when
+    there is no such run (its folder gone: the protocol then scores the pool alone) or it attacked the other kind of
+    model (``detectors``: detectors, else classifiers)."""
+    if not init or not names:
+        return {}
+    try:
+        first = open_run(str(init)).gradient_run()
+    except InputError:
+        return {}
+    if first is None or (first.report is not None and first.report.kind in DETECTOR_KINDS) != detectors:
+        return {}
+    return {name: node for name, node in first.victim_configs().items() if name in names}
+
+
 def load_patch(patch, path: Path, device="cpu") -> None:
     """Load ``patch.pt`` (data only) into ``patch``; one sentence when it does not fit."""
     state = load_torch(path, "patch file", map_location=device)
@@ -242,4 +277,4 @@ def load_patch(patch, path: Path, device="cpu") -> None:
 
 
 __all__ = ["FinishedRun", "MOVED", "RunFolder", "check_finished_run", "check_run_dir", "load_patch", "open_run",
-           "read_config"]
+           "prior_victims", "read_config"]

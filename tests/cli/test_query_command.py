@@ -59,7 +59,7 @@ def test_a_query_run_refines_the_init_patch_and_says_what_it_asked(finished_run,
     proc = run_module("physattack", ["+scene=stop_sign", "attack=yield", *TINY, *QUERY, "victim=zoo_tinynet_e",
                                      f"init={out}", "attack.queries=60", "attack.query.keep=0.5",
                                      "~evaluation.victims.zoo_vit", "~evaluation.victims.zoo_resnet10t_96",
-                                     "+drive=none", f"hydra.run.dir={again}"], in_tmp)
+                                     "~evaluation.victims.signnet", "+drive=none", f"hydra.run.dir={again}"], in_tmp)
     assert proc.returncode == 0, proc.stderr[-3000:]
     m2 = json.loads((again / "metrics.json").read_text())
     assert m2["init"] == {"run": str(out), "attacked_by_gradient": ["signnet"], "query_attacked": ["zoo_convnext_atto"],
@@ -67,6 +67,9 @@ def test_a_query_run_refines_the_init_patch_and_says_what_it_asked(finished_run,
     assert m2["query"]["kept"] == ["signnet"] and m2["query"]["gradient_calls"] == 0
     rows = m2["heldout"]["victims"]["members"]
     assert rows["zoo_convnext_atto"]["role"] == "attacked" and rows["zoo_tinynet_e"]["role"] == "attacked"
+    # the gradient run's SignNet is out of this run's evaluation.victims, yet it has its row, built as that run built it
+    assert rows["signnet"]["role"] == "attacked" and rows["signnet"]["attack_success_rate"]["n"] > 0
+    assert "| signnet | vgg | attacked by gradient (init run, and steered this run) |" in proc.stdout
     assert f"after {q['images']} images asked of zoo_convnext_atto" in m2["headline"]
     assert "| zoo_convnext_atto | convnext | query-attacked (init run) |" in proc.stdout
 

@@ -10,7 +10,7 @@ import shutil
 import pytest
 from commands import tree_digest
 
-from physattack.cli.runs import open_run
+from physattack.cli.runs import open_run, prior_victims
 from physattack.errors import InputError
 from physattack.run_report import SCHEMA_VERSION, RunReport, read_report
 
@@ -22,6 +22,19 @@ def test_a_finished_run_opens_with_its_report_and_rebuilds(finished_run):
     assert folder.target == "yield"
     run = folder.rebuild()
     assert run.scene.name == "stop_sign" and run.adv_texture.shape == run.scene.texture.shape
+
+
+def test_the_init_runs_victims_are_handed_back_as_that_run_built_them(finished_run, tmp_path):
+    """A protocol whose pool lacks a victim the init= run attacked builds it from that run's config (issue 28: the
+    preset's fourth member had no row in its query runs' tables); only the names asked, only the same kind of model."""
+    folder = open_run(finished_run)
+    assert folder.gradient_run() is folder and list(folder.victim_configs()) == ["signnet"]
+    got = prior_victims(str(finished_run), ["signnet"], detectors=False)
+    assert list(got) == ["signnet"] and got["signnet"]._target_ == folder.cfg.victim._target_
+    assert prior_victims(str(finished_run), ["signnet"], detectors=True) == {}         # a classifier run, not detectors
+    assert prior_victims(str(finished_run), ["zoo_vit"], detectors=False) == {}        # not one of its victims
+    assert prior_victims(None, ["signnet"], detectors=False) == {}
+    assert prior_victims(str(tmp_path / "gone"), ["signnet"], detectors=False) == {}   # its folder gone: the pool alone
 
 
 def test_a_folder_written_before_the_run_report_still_loads(finished_run, tmp_path):

@@ -59,7 +59,8 @@ class AttackKind:
 
     def pool(self, cfg: DictConfig, attacked: dict[str, object], device, prior: tuple[str, ...] = ()) -> dict | None:
         """``{name: Member}``: the attacked victims and the held-out ones of ``evaluation``'s pool; those of ``prior``
-        (the ``init=`` run's victims) count as attacked."""
+        (the ``init=`` run's victims) count as attacked, and those of them the pool lacks are built as the ``init=``
+        run's chain built them (``physattack.cli.runs.prior_victims``) and scored too."""
         return None
 
     def judge(self, parts, run):

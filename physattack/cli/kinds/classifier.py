@@ -38,9 +38,13 @@ class ClassifierKind(AttackKind):
         return protocol, names
 
     def pool(self, cfg: DictConfig, attacked: dict[str, object], device, prior: tuple[str, ...] = ()) -> dict:
+        from physattack.cli.runs import prior_victims
+
         evaluation = cfg.get("evaluation") or {}
-        return build.protocol_members(evaluation.get("victims"), attacked, device, evaluation.get("families"),
-                                      evaluation.get("data"), prior)
+        pool = dict(evaluation.get("victims") or {})
+        missing = [n for n in prior if n not in pool and n not in attacked]     # an init= run's member the pool lacks
+        pool = {**prior_victims(cfg.get("init"), missing, detectors=False), **pool}
+        return build.protocol_members(pool, attacked, device, evaluation.get("families"), evaluation.get("data"), prior)
 
     def members(self, protocol) -> dict | None:
         return protocol.members if protocol is not None else None

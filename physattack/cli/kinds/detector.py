@@ -41,7 +41,12 @@ class DetectorKind(AttackKind):
                          if m.role == "attacked" and n not in parts and not (n in inputs.prior and n not in attacked)]
 
     def pool(self, cfg: DictConfig, attacked: dict[str, object], device, prior: tuple[str, ...] = ()) -> dict:
-        return build.protocol_members((cfg.get("evaluation") or {}).get("detectors"), attacked, device, prior=prior)
+        from physattack.cli.runs import prior_victims
+
+        pool = dict((cfg.get("evaluation") or {}).get("detectors") or {})
+        missing = [n for n in prior if n not in pool and n not in attacked]     # an init= run's member the pool lacks
+        pool = {**prior_victims(cfg.get("init"), missing, detectors=True), **pool}
+        return build.protocol_members(pool, attacked, device, prior=prior)
 
     def members(self, protocol) -> dict | None:
         return protocol
