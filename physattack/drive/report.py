@@ -84,7 +84,7 @@ def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], s
                           + ([f"sign turned {yaw:g}°"] if yaw else []) + ([bend(radius)] if radius else [])
                           + ([slope(grade)] if grade else []))
         lines.append(f"| {o.index} | {d.speed_kmh:g} | {light} | {d.effects} | {d.lane_offset_m:g} | "
-                     f"{d.background} | {o.braking_m:.1f} | {cells[0]} | {cells[1]} |")
+                     f"{scenery(d)} | {o.braking_m:.1f} | {cells[0]} | {cells[1]} |")
     lines += ["", "Drives not drawn are judged until the frame past their braking point (their verdict is known "
               "there): a 'never' means never before the braking point.", ""]
     if metrics.get("panel"):
@@ -175,6 +175,13 @@ def drive_setup(dashcam, drives: list) -> str:
             f"{values('speed_kmh')} km/h; light {values('light')}; camera effects {values('effects')}; lane offsets "
             f"{values('lane_offset_m')} m; from {values('start_m')} m at {values('fps')} fps until the sign leaves the "
             f"frame; {world_phrase(drives)}.")
+
+
+def scenery(drive) -> str:
+    """What stood behind the sign in one drive, as the drive table's "background" column says it: the held-out street
+    by its seed, or the background image by its index in the held-out bank."""
+    street = getattr(drive, "street", None)
+    return f"street {street}" if street is not None else str(drive.background)
 
 
 def world_phrase(drives: list) -> str:

@@ -73,9 +73,11 @@ def test_a_drive_set_on_streets_gives_every_drive_its_own_held_out_street():
     drives = DriveSet(world="street", street_seed=50_000).drives()
     assert [d.street for d in drives] == list(range(50_000, 50_018))
     assert all(d.street is None for d in DriveSet().drives())
-    from physattack.drive.report import world_phrase
+    from physattack.drive.report import scenery, world_phrase
     assert world_phrase(drives) == "held-out streets (seeds 50000-50017)"          # what drive.md says they stood on
     assert world_phrase(DriveSet().drives()) == "held-out background images"
+    plain = DriveSet().drives()[3]
+    assert scenery(drives[3]) == "street 50003" and scenery(plain) == str(plain.background)    # drive.md's column
     with pytest.raises(InputError, match="drive.drives.world must be backdrop .* or street"):
         DriveSet(world="city")
     with pytest.raises(InputError, match="puts the sign on the road"):
