@@ -266,6 +266,14 @@ def prior_victims(init, names, detectors: bool) -> dict[str, object]:
     return {name: node for name, node in first.victim_configs().items() if name in names}
 
 
+def pool_with_prior(pool, attacked, prior, init, detectors: bool) -> dict:
+    """``pool`` (a protocol's name -> victim config) with the victims of ``prior`` that neither it nor ``attacked``
+    holds, as the ``init=`` run's chain built them (``prior_victims``)."""
+    pool = dict(pool or {})
+    missing = [n for n in prior if n not in pool and n not in attacked]
+    return {**prior_victims(init, missing, detectors), **pool}
+
+
 def load_patch(patch, path: Path, device="cpu") -> None:
     """Load ``patch.pt`` (data only) into ``patch``; one sentence when it does not fit."""
     state = load_torch(path, "patch file", map_location=device)
@@ -277,4 +285,4 @@ def load_patch(patch, path: Path, device="cpu") -> None:
 
 
 __all__ = ["FinishedRun", "MOVED", "RunFolder", "check_finished_run", "check_run_dir", "load_patch", "open_run",
-           "prior_victims", "read_config"]
+           "pool_with_prior", "prior_victims", "read_config"]

@@ -38,12 +38,10 @@ class ClassifierKind(AttackKind):
         return protocol, names
 
     def pool(self, cfg: DictConfig, attacked: dict[str, object], device, prior: tuple[str, ...] = ()) -> dict:
-        from physattack.cli.runs import prior_victims
+        from physattack.cli.runs import pool_with_prior
 
         evaluation = cfg.get("evaluation") or {}
-        pool = dict(evaluation.get("victims") or {})
-        missing = [n for n in prior if n not in pool and n not in attacked]     # an init= run's member the pool lacks
-        pool = {**prior_victims(cfg.get("init"), missing, detectors=False), **pool}
+        pool = pool_with_prior(evaluation.get("victims"), attacked, prior, cfg.get("init"), detectors=False)
         return build.protocol_members(pool, attacked, device, evaluation.get("families"), evaluation.get("data"), prior)
 
     def members(self, protocol) -> dict | None:

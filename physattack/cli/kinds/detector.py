@@ -41,11 +41,10 @@ class DetectorKind(AttackKind):
                          if m.role == "attacked" and n not in parts and not (n in inputs.prior and n not in attacked)]
 
     def pool(self, cfg: DictConfig, attacked: dict[str, object], device, prior: tuple[str, ...] = ()) -> dict:
-        from physattack.cli.runs import prior_victims
+        from physattack.cli.runs import pool_with_prior
 
-        pool = dict((cfg.get("evaluation") or {}).get("detectors") or {})
-        missing = [n for n in prior if n not in pool and n not in attacked]     # an init= run's member the pool lacks
-        pool = {**prior_victims(cfg.get("init"), missing, detectors=True), **pool}
+        pool = pool_with_prior((cfg.get("evaluation") or {}).get("detectors"), attacked, prior, cfg.get("init"),
+                               detectors=True)
         return build.protocol_members(pool, attacked, device, prior=prior)
 
     def members(self, protocol) -> dict | None:
