@@ -144,6 +144,10 @@ class ApproachSampler:
         reaction_s, decel_mps2: the braking rule (``drive.settings``): frames nearer than the braking distance
             are not drawn (a recognition there is too late to stop).
         drives, segments: drives per step, and windows of ``decision.n`` consecutive frames per drive.
+        band_m: (near, far), the sign's distances in metres where a drive's windows after its first may start
+            (clipped to the braking point and the first frame), and where its ``every_window`` count of windows is
+            taken; None: anywhere before the braking point. A band of the far frames trains the patch where a
+            stack that still stops the car first reads the sign (the held-out stacks at 55-79 m, issue 28).
         crop_frame: the detector box's longer side as a share of the classifier's crop (the stack's); None: the
             run's ``eot.grid.frame``, which the builder sets (``with_crop_frame``).
         decision: the loss (``ApproachObjective``).
@@ -178,6 +182,7 @@ class ApproachSampler:
     decel_mps2: float = 6.0
     drives: int = 4
     segments: int = 2
+    band_m: Range | None = None
     crop_frame: float | None = 0.62
     decision: ApproachObjective = field(default_factory=ApproachObjective)
     refit_every: int = 100
@@ -219,6 +224,10 @@ class ApproachSampler:
         check_range(key + "decel_mps2", self.decel_mps2, 0.0, lo_open=True, why="braking deceleration in m/s²")
         check_range(key + "drives", self.drives, 1, integer=True, why="drives per step")
         check_range(key + "segments", self.segments, 1, integer=True, why="windows per drive")
+        if self.band_m is not None:
+            self.band_m = check_interval(key + "band_m", self.band_m, 0.0, self.start_m,
+                                         why="the sign's distances in metres where later windows start, nearer "
+                                             f"than the first frame (eot.sampler.start_m={self.start_m:g})")
         if self.crop_frame is not None:
             check_range(key + "crop_frame", self.crop_frame, 0.0, 1.0, lo_open=True,
                         why="the detector box's share of the classifier's crop")
@@ -363,13 +372,16 @@ class ApproachSampler:
         offset = _uniform(d, self.lane_offset_m, g)
         brake = self.braking_m(speed)
         step_m = speed / 3.6 / self.fps                                   # metres per frame
-        span = self.start_m - brake - (n - 1) * step_m                    # where a window's first frame can be
+        near, far = brake, torch.full_like(brake, self.start_m)
+        if self.band_m is not None:     # a band nearer than a fast drive's braking point keeps one window at it
+            near = brake.clamp(min=self.band_m[0])
+            far = torch.maximum(torch.full_like(brake, self.band_m[1]), near + (n - 1) * step_m).clamp(max=self.start_m)
+        span = (far - near - (n - 1) * step_m).clamp(min=0.0)            # where a later window's first frame can be
         # the first segment is the drive's first frames (where a far sign, 9 px wide, is hardest to disguise, and
         # where the judge already counts windows of fewer than n frames); the others start in equal parts of the rest
         rest = s - 1
         later = (torch.arange(rest)[None, :] + torch.rand(d, rest, generator=g)) / max(1, rest)
-        u = torch.cat([torch.zeros(d, 1), later], 1)
-        first = self.start_m - u * span[:, None]                          # d×s, the first frame's distance
+        first = torch.cat([torch.full((d, 1), self.start_m), far[:, None] - later * span[:, None]], 1)   # d×s
         dist = first[..., None] - torch.arange(n)[None, None, :] * step_m[:, None, None]      # d×s×n
         x = (-offset)[:, None, None].expand_as(dist)
         y = torch.full_like(dist, self.dashcam.height_m - self.sign_height_m)
@@ -403,7 +415,7 @@ class ApproachSampler:
             found = found[group]
         if self.views_per_step:
             params = SceneParams.cat([params, self.views.sample(self.views_per_step, g)])
-        usable = ((self.start_m - brake) / step_m).floor() + 1
+        usable = ((far - near) / step_m).floor().clamp(min=0) + 1       # the windows the drawn ones stand for
         return Windows(params, found, d, s, self.decision, group, usable)
 
 

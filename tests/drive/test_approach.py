@@ -34,6 +34,25 @@ def test_windows_lie_between_the_first_frame_and_the_braking_point():
     assert (w.params.azimuth_deg < 0).all()          # the sign stands to the right of the car's path
 
 
+def test_a_band_draws_the_later_windows_in_it_and_counts_its_windows_only():
+    """eot.sampler.band_m: the windows after the first start in the band (a fast drive's braking point clips its
+    near end), the first stays at the first frame, and every_window counts the band's windows, not the drive's."""
+    whole = ApproachSampler(drives=64, segments=4).windows(torch.Generator().manual_seed(0))
+    s = ApproachSampler(drives=64, segments=4, band_m=[55.0, 75.0])
+    w = s.windows(torch.Generator().manual_seed(0))
+    p = w.params
+    along = (p.distance_m * p.elevation_deg.deg2rad().cos() * p.azimuth_deg.deg2rad().cos()).reshape(64, 4, N)
+    assert (along[:, 0, 0] >= s.start_m - 1e-3).all()                                # the first frames as before
+    assert (along[:, 1:, 0] <= 75.0 + 1e-3).all() and (along[:, 1:, -1] >= 55.0 - 1e-3).all()   # the rest in the band
+    speed = (along[:, 0, 0] - along[:, 0, 1]) * s.fps * 3.6                      # each drive's, from its frames
+    brake = s.braking_m(speed)
+    assert (brake > 56.0).any()                                  # the fast drives brake beyond the band's near end...
+    assert (along[:, 1:, -1] >= brake[:, None] - 1e-2).all()     # ...and their windows still end before it
+    assert (w.usable < whole.usable).all() and (w.usable >= 1).all()
+    with pytest.raises(InputError, match="eot.sampler.band_m"):
+        ApproachSampler(band_m=[60.0, 90.0])                         # beyond the first frame at 80 m
+
+
 def test_the_hard_success_is_the_judges_rule_on_each_segment():
     g = torch.Generator().manual_seed(1)
     w = ApproachSampler(drives=64, segments=2).windows(g)
