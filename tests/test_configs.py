@@ -105,7 +105,11 @@ def test_the_red_team_presets_keep_the_approach_windows_they_were_measured_with(
     attack = "hide" if name == "hide_unseen" else "yield"
     cfg = door_compose("+scene=stop_sign", f"attack={attack}", f"+experiment={name}")
     sampler = instantiate(cfg.eot.sampler, _convert_="all")
-    assert sampler.views_per_step == 16 and sampler.segments == 2 and not sampler.conditions.any
+    assert not sampler.conditions.any and sampler.fit.get("shrink", 0.0) == 0.0       # daylight, the detector's boxes
+    if name == "unseen":                    # the canonical command's four windows a drive and 32 close views
+        assert sampler.views_per_step == 32 and sampler.segments == 4
+    else:
+        assert sampler.views_per_step == 16 and sampler.segments == 2
 
 
 def test_the_red_team_preset_is_the_ensemble_over_approach_windows_within_a_quarter_of_the_face():
