@@ -127,6 +127,15 @@ def test_the_red_team_preset_is_the_ensemble_over_approach_windows_within_a_quar
     assert other_data >= {"warp_resnet10t", "warp_mobilenetv3"}     # and victims that never saw a render, apart
 
 
+def test_the_four_member_preset_is_one_line_back_as_the_readme_says():
+    from physattack.cli.attack import compose as door_compose
+
+    cfg = door_compose("+scene=stop_sign", "attack=yield", "+experiment=unseen",
+                       "~victim.members.zoo_ghostnet_48", "eot.sampler.views_per_step=32")
+    assert list(cfg.victim.members) == ["signnet_clear", "zoo_resnet10t", "zoo_convnext_atto", "zoo_resnet10t_48"]
+    assert cfg.eot.sampler.views_per_step == 32 and cfg.eot.sampler.segments == 4
+
+
 def test_the_data_map_names_pool_victims_and_every_pool_victim_has_a_family():
     from physattack.cli.attack import compose as door_compose
 
