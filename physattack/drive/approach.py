@@ -170,6 +170,10 @@ class ApproachSampler:
         framing: a classifier's detector framing (``DetectorFraming``; the builder attaches it).
         tiles: a detector's windows: the drive stack's search tiles (``physattack.drive.stacks.SearchTiles``), which
             ``for_detector`` sets.
+        tile_share: a detector's: each window frame is read on the tiles that hold the sign whole (1) or also on
+            every tile holding at least this share of its box (``SearchTiles.reading``): the drive's detector scans
+            the tiles near the sign, and one whose edge cuts it finds the part it shows (a box overlapping the
+            sign's by the stack's ``iou``, 0.3, reads it), so 0.3 puts those tiles in the windows too.
     """
 
     dashcam: Dashcam = field(default_factory=Dashcam)
@@ -195,6 +199,7 @@ class ApproachSampler:
     conditions: Conditions = field(default_factory=Conditions)
     framing: DetectorFraming | None = None
     tiles: object | None = None     # a detector's: physattack.drive.stacks.SearchTiles, the drive stack's tiling
+    tile_share: float = 1.0
 
     def __post_init__(self) -> None:
         key = "eot.sampler."
@@ -234,6 +239,8 @@ class ApproachSampler:
         check_range(key + "clean_camera", self.clean_camera, 0.0, 1.0, why="the share of drives filmed by the drives' "
                     "own camera")
         check_range(key + "refit_every", self.refit_every, 0, integer=True, why="steps between framing fits")
+        check_range(key + "tile_share", self.tile_share, 0.0, 1.0, lo_open=True,
+                    why="the least share of the sign's box a tile must hold to read a window frame on it")
         fastest = self.speed_kmh[1]
         brake = braking_distance_m(fastest, self.reaction_s, self.decel_mps2)
         window_m = self.decision.n * fastest / 3.6 / self.fps
@@ -294,11 +301,12 @@ class ApproachSampler:
 
     def _tiled(self, params: SceneParams, x: Tensor, y: Tensor, along_m: Tensor) -> tuple[SceneParams, Tensor]:
         """``params`` (one per window frame, the sign ``x`` right and ``y`` below the camera, ``along_m`` ahead)
-        as the rows of the tiles the drive's detector reads each frame on (``SearchTiles.holding``): the sign at
-        its place and size in each tile; returns the rows and the frame of each."""
+        as the rows of the tiles the drive's detector reads each frame on (``SearchTiles.reading``, ``tile_share``):
+        the sign at its place and size in each tile (partly outside a tile that cuts it); returns the rows and the
+        frame of each."""
         search = self.tiles
         boxes = self._boxes(x, y, along_m)
-        frame, tile = torch.nonzero(search.holding(boxes), as_tuple=True)
+        frame, tile = torch.nonzero(search.reading(boxes, self.tile_share), as_tuple=True)
         scale, origin, b = search.tile_scales[tile], search.extents[tile, :2], boxes[frame]
         side = float(search.tile)
         share = (b[:, 2] - b[:, 0]) * scale / side

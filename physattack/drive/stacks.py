@@ -199,6 +199,20 @@ class SearchTiles:
             whole[torch.nonzero(lost).flatten(), nearest] = True
         return whole
 
+    def reading(self, boxes: Tensor, share: float = 1.0) -> Tensor:
+        """T×K bool: the tiles ``holding`` frame t's box, and with ``share`` < 1 also every tile that holds at least
+        that share of the box's area: a tile whose edge cuts the sign still shows the detector part of it, and a box
+        on that part counts as reading the sign when it overlaps the sign's box by the stack's ``iou``."""
+        held = self.holding(boxes)
+        if share >= 1.0:
+            return held
+        tiles, b = self.extents, boxes.detach().double().cpu()
+        lo = torch.maximum(tiles[None, :, :2], b[:, None, :2])
+        hi = torch.minimum(tiles[None, :, 2:], b[:, None, 2:])
+        inside = (hi - lo).clamp(min=0).prod(-1)
+        area = (b[:, 2:] - b[:, :2]).clamp(min=1e-9).prod(-1)
+        return held | (inside >= share * area[:, None])
+
 
 class TiledDetector:
     """A detector run over overlapping tiles of its search regions (``SearchTiles``; see the module docstring).

@@ -236,6 +236,36 @@ def test_a_detectors_windows_are_the_drive_stacks_tiles_that_hold_the_sign(stop_
     assert per_frame[0] == 1 and per_frame[1:].sum() == 0
 
 
+def test_tile_share_adds_the_tiles_whose_edge_cuts_the_sign_each_showing_at_least_that_share(stop_scene):
+    """eot.sampler.tile_share=0.3: besides the tiles that hold the sign whole, each window frame is read on every
+    tile holding at least 0.3 of its box, as the drive's detector scans them near the sign; rendered through a
+    160-px pipeline, such a tile shows the sign cut at its edge, at least that share of it."""
+    from physattack.eot import ViewPipeline
+    from physattack.render import Renderer
+
+    g = lambda: torch.Generator().manual_seed(3)  # noqa: E731
+    whole = ApproachSampler(drives=3, segments=2, background_count=4).for_detector(160)
+    cut = ApproachSampler(drives=3, segments=2, background_count=4, tile_share=0.3).for_detector(160)
+    w1, w2 = whole.windows(g()), cut.windows(g())
+    assert torch.equal(w1.group.unique(), w2.group.unique())                    # the same frames...
+    assert w2.frames > w1.frames                                                 # ...on more tiles
+    extra = [i for i in range(w2.frames) if not any(
+        torch.isclose(w2.params.shift_x[i], w1.params.shift_x[w1.group == w2.group[i]]).tolist())]
+    assert extra
+    p = w2.params[torch.tensor(extra)]
+    with torch.no_grad():
+        views = ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (160, 160))(stop_scene, stop_scene.texture, p,
+                                                                                 effects=False)
+    full = p.frame * 160                                                         # the sign's side in the tile
+    left, right = (p.shift_x + 0.5) * 160 - full / 2, (p.shift_x + 0.5) * 160 + full / 2
+    assert ((left < 0) | (right > 160)).all()                                   # each extra tile cuts the sign
+    width = views.boxes[:, 2] - views.boxes[:, 0]
+    inside = right.clamp(max=160) - left.clamp(min=0)                            # and shows the part inside it
+    assert (width - inside).abs().max() < 1.5 and (inside >= 0.3 * full - 1e-3).all() and (inside < full).all()
+    with pytest.raises(InputError, match="eot.sampler.tile_share"):
+        ApproachSampler(tile_share=0.0)
+
+
 def test_every_window_weighs_the_drawn_windows_by_the_drives_that_they_stand_for():
     """decision.every_window: a drive judged on 200 windows, of which 10 are drawn, has a larger stop margin than
     the same 10 windows alone (the car judges them all); a drive with no more windows than drawn is unchanged."""
