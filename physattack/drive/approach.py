@@ -174,6 +174,11 @@ class ApproachSampler:
             every tile holding at least this share of its box (``SearchTiles.reading``): the drive's detector scans
             the tiles near the sign, and one whose edge cuts it finds the part it shows (a box overlapping the
             sign's by the stack's ``iou``, 0.3, reads it), so 0.3 puts those tiles in the windows too.
+        tile_background: a detector's: what each tile shows behind the sign. ``view``: ``view``'s crop of a bank
+            image (a share ``bg_scale`` of it, 0.35-1, filling the tile); ``frame``: what that tile of a drive's frame
+            shows (``DriveRenderer.background``: the bank image stretched over the whole frame, the tile its part,
+            about 4-8 % of the image's side), so a far sign stands against the smooth sky or hill it has in the
+            drives, not a whole street scene shrunk into the tile.
     """
 
     dashcam: Dashcam = field(default_factory=Dashcam)
@@ -200,6 +205,7 @@ class ApproachSampler:
     framing: DetectorFraming | None = None
     tiles: object | None = None     # a detector's: physattack.drive.stacks.SearchTiles, the drive stack's tiling
     tile_share: float = 1.0
+    tile_background: str = "view"
 
     def __post_init__(self) -> None:
         key = "eot.sampler."
@@ -241,6 +247,10 @@ class ApproachSampler:
         check_range(key + "refit_every", self.refit_every, 0, integer=True, why="steps between framing fits")
         check_range(key + "tile_share", self.tile_share, 0.0, 1.0, lo_open=True,
                     why="the least share of the sign's box a tile must hold to read a window frame on it")
+        if self.tile_background not in ("view", "frame"):
+            raise InputError(f"{key}tile_background={self.tile_background!r} is not a background a tile can show: "
+                             "choose view (the view sampler's crop of a bank image) or frame (that tile's part of a "
+                             "drive's frame).")
         fastest = self.speed_kmh[1]
         brake = braking_distance_m(fastest, self.reaction_s, self.decel_mps2)
         window_m = self.decision.n * fastest / 3.6 / self.fps
@@ -313,7 +323,21 @@ class ApproachSampler:
         centre = ((b[:, :2] + b[:, 2:]) / 2 - origin) * scale[:, None] / side - 0.5
         rows = replace(params[frame], frame=share.float(), shift_x=centre[:, 0].float(), shift_y=centre[:, 1].float(),
                        sensor_px=(side / scale).float())
+        if self.tile_background == "frame":
+            rows = replace(rows, **self._frame_background(search.extents[tile]))
         return rows, frame
+
+    def _frame_background(self, extents: Tensor) -> dict:
+        """The background crop (``bg_x``, ``bg_y``, ``bg_scale``) of tiles at ``extents`` (K×4 full-frame pixels) as
+        a drive's frame shows them: the bank image stretched over the frame (``DriveRenderer.background``), of which
+        a tile spans its share of the frame's width and height; a crop is square, so its side is their geometric
+        mean."""
+        w, h = float(self.dashcam.width_px), float(self.dashcam.height_px)
+        size = ((extents[:, 2] - extents[:, 0]) / w * (extents[:, 3] - extents[:, 1]) / h).sqrt().clamp(max=1.0)
+        centre = torch.stack([(extents[:, 0] + extents[:, 2]) / w, (extents[:, 1] + extents[:, 3]) / h], -1) - 1
+        room = (1 - size).clamp(min=1e-6)[:, None]
+        at = ((centre / room + 1) / 2).clamp(0.0, 1.0)       # BackgroundBank.crops: centre (2x - 1)(1 - scale)
+        return {"bg_x": at[:, 0].float(), "bg_y": at[:, 1].float(), "bg_scale": size.float()}
 
     def _boxes(self, x: Tensor, y: Tensor, along_m: Tensor) -> Tensor:
         """The sign's box in the dashcam's frame (px, float64) at ``x`` right, ``y`` below and ``along_m`` ahead."""

@@ -266,6 +266,42 @@ def test_tile_share_adds_the_tiles_whose_edge_cuts_the_sign_each_showing_at_leas
         ApproachSampler(tile_share=0.0)
 
 
+def test_tile_background_frame_shows_behind_the_sign_what_that_tile_of_a_drives_frame_shows():
+    """eot.sampler.tile_background=frame: each tile's background is its part of the bank image stretched over the
+    whole frame (DriveRenderer.background at a drive's first frame), not a crop of 35-100 % of the image: at each
+    tile's centre the two agree, and a tile spans a few per cent of the image."""
+    import torch.nn.functional as F
+
+    from physattack.drive.render import DriveRenderer
+    from physattack.render import Renderer
+
+    bank = BackgroundBank(4, seed=0)
+    g = lambda: torch.Generator().manual_seed(0)  # noqa: E731
+    view = ApproachSampler(drives=2, segments=2, background_count=4).for_detector(160)
+    frame = ApproachSampler(drives=2, segments=2, background_count=4, tile_background="frame").for_detector(160)
+    wv, wf = view.windows(g()), frame.windows(g())
+    assert torch.equal(wv.params.shift_x, wf.params.shift_x)                   # the same rows, only the background
+    assert (wf.params.bg_scale[:wf.frames] < 0.15).all() and (wv.params.bg_scale[:wv.frames] >= 0.35).all()
+    extents = frame.tiles.extents
+    crop = frame._frame_background(extents)
+    index = torch.arange(len(extents)) % 4
+    crops = bank.crops(index, crop["bg_x"], crop["bg_y"], crop["bg_scale"], (160, 160))
+    first = wf.params[:len(extents)]                                           # a drive's first frame: no zoom yet
+    first = type(first)(**{**{k: getattr(first, k) for k in first.__dataclass_fields__}, "background_index": index,
+                           "bg_scale": torch.ones(len(extents))})
+    drive = DriveRenderer(Renderer(), bank, frame.dashcam)
+    centre, gaps = slice(72, 88), []
+    for i, e in enumerate(extents.tolist()):
+        behind = drive.background(first[i:i + 1], tuple(int(round(v)) for v in e))
+        behind = F.interpolate(behind, size=(160, 160), mode="bilinear", align_corners=False)
+        gaps.append(float((crops[i, :, centre, centre].mean((1, 2)) - behind[0, :, centre, centre].mean((1, 2)))
+                          .abs().max()))
+    # a square crop of the stretched image's part: the same colours at the centre (a cloud's edge differs a little)
+    assert torch.tensor(gaps).median() < 0.01 and max(gaps) < 0.06, gaps
+    with pytest.raises(InputError, match="eot.sampler.tile_background"):
+        ApproachSampler(tile_background="street")
+
+
 def test_every_window_weighs_the_drawn_windows_by_the_drives_that_they_stand_for():
     """decision.every_window: a drive judged on 200 windows, of which 10 are drawn, has a larger stop margin than
     the same 10 windows alone (the car judges them all); a drive with no more windows than drawn is unchanged."""
