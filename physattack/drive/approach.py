@@ -174,11 +174,11 @@ class ApproachSampler:
             every tile holding at least this share of its box (``SearchTiles.reading``): the drive's detector scans
             the tiles near the sign, and one whose edge cuts it finds the part it shows (a box overlapping the
             sign's by the stack's ``iou``, 0.3, reads it), so 0.3 puts those tiles in the windows too.
-        tile_background: a detector's: what each tile shows behind the sign. ``view``: ``view``'s crop of a bank
-            image (a share ``bg_scale`` of it, 0.35-1, filling the tile); ``frame``: what that tile of a drive's frame
-            shows (``DriveRenderer.background``: the bank image stretched over the whole frame, the tile its part,
-            about 4-8 % of the image's side), so a far sign stands against the smooth sky or hill it has in the
-            drives, not a whole street scene shrunk into the tile.
+        background: what each window frame shows behind the sign. ``view``: ``view``'s crop of a bank image (a share
+            ``bg_scale`` of it, 0.35-1, filling the crop or tile); ``frame``: what that crop (a classifier's) or tile
+            (a detector's) of a drive's frame shows (``DriveRenderer.background``: the bank image stretched over the
+            whole frame, of which a far sign's crop or tile spans 1-8 %), so a far sign stands against the smooth sky
+            or hill it has in the drives, not a whole scene shrunk behind it.
     """
 
     dashcam: Dashcam = field(default_factory=Dashcam)
@@ -205,7 +205,7 @@ class ApproachSampler:
     framing: DetectorFraming | None = None
     tiles: object | None = None     # a detector's: physattack.drive.stacks.SearchTiles, the drive stack's tiling
     tile_share: float = 1.0
-    tile_background: str = "view"
+    background: str = "view"
 
     def __post_init__(self) -> None:
         key = "eot.sampler."
@@ -247,10 +247,10 @@ class ApproachSampler:
         check_range(key + "refit_every", self.refit_every, 0, integer=True, why="steps between framing fits")
         check_range(key + "tile_share", self.tile_share, 0.0, 1.0, lo_open=True,
                     why="the least share of the sign's box a tile must hold to read a window frame on it")
-        if self.tile_background not in ("view", "frame"):
-            raise InputError(f"{key}tile_background={self.tile_background!r} is not a background a tile can show: "
-                             "choose view (the view sampler's crop of a bank image) or frame (that tile's part of a "
-                             "drive's frame).")
+        if self.background not in ("view", "frame"):
+            raise InputError(f"{key}background={self.background!r} is not a background a window frame can show: "
+                             "choose view (the view sampler's crop of a bank image) or frame (that part of a drive's "
+                             "frame).")
         fastest = self.speed_kmh[1]
         brake = braking_distance_m(fastest, self.reaction_s, self.decel_mps2)
         window_m = self.decision.n * fastest / 3.6 / self.fps
@@ -323,7 +323,7 @@ class ApproachSampler:
         centre = ((b[:, :2] + b[:, 2:]) / 2 - origin) * scale[:, None] / side - 0.5
         rows = replace(params[frame], frame=share.float(), shift_x=centre[:, 0].float(), shift_y=centre[:, 1].float(),
                        sensor_px=(side / scale).float())
-        if self.tile_background == "frame":
+        if self.background == "frame":
             rows = replace(rows, **self._frame_background(search.extents[tile]))
         return rows, frame
 
@@ -442,6 +442,12 @@ class ApproachSampler:
             sensor_px=sensor_pixels(self.view.object_width_m, flat(rng), frame, self.dashcam.focal_px),
             noise_seed=torch.randint(0, 2**31 - 1, (count,), generator=g))
         params, group = SceneParams(**fields), None
+        if self.background == "frame" and self.tiles is None:       # the crop's part of the frame
+            box = self._boxes(flat(x), flat(y), flat(dist))
+            side = (box[:, 2] - box[:, 0]) / frame.double()
+            centre = (box[:, :2] + box[:, 2:]) / 2 - torch.stack([shift_x, shift_y], -1).double() * side[:, None]
+            crop = torch.cat([centre - side[:, None] / 2, centre + side[:, None] / 2], 1)
+            params = replace(params, **self._frame_background(crop))
         if self.tiles is not None:
             params, group = self._tiled(params, flat(x), flat(y), flat(dist))
             found = found[group]

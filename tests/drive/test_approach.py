@@ -266,8 +266,8 @@ def test_tile_share_adds_the_tiles_whose_edge_cuts_the_sign_each_showing_at_leas
         ApproachSampler(tile_share=0.0)
 
 
-def test_tile_background_frame_shows_behind_the_sign_what_that_tile_of_a_drives_frame_shows():
-    """eot.sampler.tile_background=frame: each tile's background is its part of the bank image stretched over the
+def test_background_frame_shows_behind_the_sign_what_that_tile_of_a_drives_frame_shows():
+    """eot.sampler.background=frame: each tile's background is its part of the bank image stretched over the
     whole frame (DriveRenderer.background at a drive's first frame), not a crop of 35-100 % of the image: at each
     tile's centre the two agree, and a tile spans a few per cent of the image."""
     import torch.nn.functional as F
@@ -278,7 +278,7 @@ def test_tile_background_frame_shows_behind_the_sign_what_that_tile_of_a_drives_
     bank = BackgroundBank(4, seed=0)
     g = lambda: torch.Generator().manual_seed(0)  # noqa: E731
     view = ApproachSampler(drives=2, segments=2, background_count=4).for_detector(160)
-    frame = ApproachSampler(drives=2, segments=2, background_count=4, tile_background="frame").for_detector(160)
+    frame = ApproachSampler(drives=2, segments=2, background_count=4, background="frame").for_detector(160)
     wv, wf = view.windows(g()), frame.windows(g())
     assert torch.equal(wv.params.shift_x, wf.params.shift_x)                   # the same rows, only the background
     assert (wf.params.bg_scale[:wf.frames] < 0.15).all() and (wv.params.bg_scale[:wv.frames] >= 0.35).all()
@@ -298,8 +298,20 @@ def test_tile_background_frame_shows_behind_the_sign_what_that_tile_of_a_drives_
                           .abs().max()))
     # a square crop of the stretched image's part: the same colours at the centre (a cloud's edge differs a little)
     assert torch.tensor(gaps).median() < 0.01 and max(gaps) < 0.06, gaps
-    with pytest.raises(InputError, match="eot.sampler.tile_background"):
-        ApproachSampler(tile_background="street")
+    # a classifier's crop (the sign filling 45-85 % of it) spans about 1-6 % of the frame's side, centred where the
+    # crop is: the sign's place less its shift in the crop
+    cv, cf = (ApproachSampler(drives=3, segments=2, background=b).windows(g()) for b in ("view", "frame"))
+    assert torch.equal(cv.params.shift_x, cf.params.shift_x) and (cf.params.bg_scale < 0.07).all()
+    s = cf.params.bg_scale.double()
+    centre_u = ((2 * cf.params.bg_x.double() - 1) * (1 - s) + 1) / 2 * frame.dashcam.width_px
+    along = torch.sqrt(cf.params.distance_m.double() ** 2 - (frame.dashcam.height_m - frame.sign_height_m) ** 2)
+    azimuth = torch.deg2rad(cf.params.azimuth_deg.double())
+    sign_u = frame.dashcam.width_px / 2 - frame.dashcam.focal_px * torch.tan(azimuth)
+    crop_px = 0.75 * frame.dashcam.focal_px / along * torch.cos(torch.deg2rad(cf.params.azimuth_deg.double())) \
+        / cf.params.frame.double()
+    assert ((centre_u - (sign_u - cf.params.shift_x.double() * crop_px)).abs() < 0.1 * crop_px + 1).all()
+    with pytest.raises(InputError, match="eot.sampler.background"):
+        ApproachSampler(background="street")
 
 
 def test_every_window_weighs_the_drawn_windows_by_the_drives_that_they_stand_for():
