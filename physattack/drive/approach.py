@@ -43,6 +43,7 @@ from physattack.drive.judge import check_vote
 from physattack.drive.surrogate import stop_margin
 from physattack.drive.conditions import Conditions
 from physattack.drive.framing import BoxMeasurements, DetectorFraming, Framing
+from physattack.drive.render import frame_background_crop
 from physattack.drive.trajectories import Dashcam, braking_distance_m, face_corners, projected_boxes, random_drives
 from physattack.eot.params import SceneParams
 from physattack.eot.sampler import ViewSampler, _uniform, sensor_pixels
@@ -176,9 +177,9 @@ class ApproachSampler:
             sign's by the stack's ``iou``, 0.3, reads it), so 0.3 puts those tiles in the windows too.
         background: what each window frame shows behind the sign. ``view``: ``view``'s crop of a bank image (a share
             ``bg_scale`` of it, 0.35-1, filling the crop or tile); ``frame``: what that crop (a classifier's) or tile
-            (a detector's) of a drive's frame shows (``DriveRenderer.background``: the bank image stretched over the
-            whole frame, of which a far sign's crop or tile spans 1-8 %), so a far sign stands against the smooth sky
-            or hill it has in the drives, not a whole scene shrunk behind it.
+            (a detector's) of a drive's frame shows (``physattack.drive.render.frame_background_crop``: the bank image
+            stretched over the whole frame, of which a far sign's crop or tile spans 1-8 %), so a far sign stands
+            against the smooth sky or hill it has in the drives, not a whole scene shrunk behind it.
     """
 
     dashcam: Dashcam = field(default_factory=Dashcam)
@@ -324,20 +325,8 @@ class ApproachSampler:
         rows = replace(params[frame], frame=share.float(), shift_x=centre[:, 0].float(), shift_y=centre[:, 1].float(),
                        sensor_px=(side / scale).float())
         if self.background == "frame":
-            rows = replace(rows, **self._frame_background(search.extents[tile]))
+            rows = replace(rows, **frame_background_crop(search.extents[tile], self.dashcam))
         return rows, frame
-
-    def _frame_background(self, extents: Tensor) -> dict:
-        """The background crop (``bg_x``, ``bg_y``, ``bg_scale``) of tiles at ``extents`` (K×4 full-frame pixels) as
-        a drive's frame shows them: the bank image stretched over the frame (``DriveRenderer.background``), of which
-        a tile spans its share of the frame's width and height; a crop is square, so its side is their geometric
-        mean."""
-        w, h = float(self.dashcam.width_px), float(self.dashcam.height_px)
-        size = ((extents[:, 2] - extents[:, 0]) / w * (extents[:, 3] - extents[:, 1]) / h).sqrt().clamp(max=1.0)
-        centre = torch.stack([(extents[:, 0] + extents[:, 2]) / w, (extents[:, 1] + extents[:, 3]) / h], -1) - 1
-        room = (1 - size).clamp(min=1e-6)[:, None]
-        at = ((centre / room + 1) / 2).clamp(0.0, 1.0)       # BackgroundBank.crops: centre (2x - 1)(1 - scale)
-        return {"bg_x": at[:, 0].float(), "bg_y": at[:, 1].float(), "bg_scale": size.float()}
 
     def _boxes(self, x: Tensor, y: Tensor, along_m: Tensor) -> Tensor:
         """The sign's box in the dashcam's frame (px, float64) at ``x`` right, ``y`` below and ``along_m`` ahead."""
@@ -447,7 +436,7 @@ class ApproachSampler:
             side = (box[:, 2] - box[:, 0]) / frame.double()
             centre = (box[:, :2] + box[:, 2:]) / 2 - torch.stack([shift_x, shift_y], -1).double() * side[:, None]
             crop = torch.cat([centre - side[:, None] / 2, centre + side[:, None] / 2], 1)
-            params = replace(params, **self._frame_background(crop))
+            params = replace(params, **frame_background_crop(crop, self.dashcam))
         if self.tiles is not None:
             params, group = self._tiled(params, flat(x), flat(y), flat(dist))
             found = found[group]

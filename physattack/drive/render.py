@@ -333,4 +333,17 @@ class DriveRenderer:
         return DriveImages(torch.cat(images), boxes, region)
 
 
-__all__ = ["DriveImages", "DriveRenderer", "roll_off"]
+def frame_background_crop(extents: Tensor, dashcam: Dashcam) -> dict:
+    """``SceneParams``' background crop (``bg_x``, ``bg_y``, ``bg_scale``: ``BackgroundBank.crops``) that shows behind
+    regions ``extents`` (K×4 full-frame pixels) what ``DriveRenderer.background`` shows there at a drive's first frame:
+    the bank image stretched over the whole frame, of which a region spans its share of the frame's width and height
+    (a crop is square, so its side is their geometric mean; the zoom over a drive is left out)."""
+    w, h = float(dashcam.width_px), float(dashcam.height_px)
+    size = ((extents[:, 2] - extents[:, 0]) / w * (extents[:, 3] - extents[:, 1]) / h).sqrt().clamp(max=1.0)
+    centre = torch.stack([(extents[:, 0] + extents[:, 2]) / w, (extents[:, 1] + extents[:, 3]) / h], -1) - 1
+    room = (1 - size).clamp(min=1e-6)[:, None]
+    at = ((centre / room + 1) / 2).clamp(0.0, 1.0)       # BackgroundBank.crops: centre (2x - 1)(1 - scale)
+    return {"bg_x": at[:, 0].float(), "bg_y": at[:, 1].float(), "bg_scale": size.float()}
+
+
+__all__ = ["DriveImages", "DriveRenderer", "frame_background_crop", "roll_off"]

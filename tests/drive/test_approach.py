@@ -272,7 +272,7 @@ def test_background_frame_shows_behind_the_sign_what_that_tile_of_a_drives_frame
     tile's centre the two agree, and a tile spans a few per cent of the image."""
     import torch.nn.functional as F
 
-    from physattack.drive.render import DriveRenderer
+    from physattack.drive.render import DriveRenderer, frame_background_crop
     from physattack.render import Renderer
 
     bank = BackgroundBank(4, seed=0)
@@ -283,7 +283,7 @@ def test_background_frame_shows_behind_the_sign_what_that_tile_of_a_drives_frame
     assert torch.equal(wv.params.shift_x, wf.params.shift_x)                   # the same rows, only the background
     assert (wf.params.bg_scale[:wf.frames] < 0.15).all() and (wv.params.bg_scale[:wv.frames] >= 0.35).all()
     extents = frame.tiles.extents
-    crop = frame._frame_background(extents)
+    crop = frame_background_crop(extents, frame.dashcam)
     index = torch.arange(len(extents)) % 4
     crops = bank.crops(index, crop["bg_x"], crop["bg_y"], crop["bg_scale"], (160, 160))
     first = wf.params[:len(extents)]                                           # a drive's first frame: no zoom yet
