@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from physattack.errors import InputError
 from physattack.victims.detection import DetectorOutput, best_scores_on_boxes
 
 
@@ -86,12 +87,14 @@ def untargeted(output: DetectorOutput, true_label: int, views, min_iou: float = 
     return hide(output, true_label, views, min_iou, k) + 0.5 * topk_mean(log_margin.clamp(min=-margin), mask, k)
 
 
-def sign_reading(output: DetectorOutput, label: int, views, min_iou: float = 0.3) -> Tensor:
+def sign_reading(output: DetectorOutput, label: int, views, min_iou: float = 0.3,
+                 threshold_scale: float = 1.0) -> Tensor:
     """B in (0, 1): how surely each view's detector reads the sign, for objectives over drives: the odds of its
     best candidate of ``label`` on the sign (``on_sign``) over the operating threshold's odds, as a probability
-    (½ at the threshold; a view with no candidate on the sign reads ~0)."""
+    (½ at the threshold; a view with no candidate on the sign reads ~0). ``threshold_scale`` < 1 reads against a
+    stricter threshold (the operating one times it): a score just under the real threshold still reads ½ or more."""
     best = topk_mean(output.candidate_scores[..., label], on_sign(output, views, min_iou), 1).clamp(1e-6, 1 - 1e-6)
-    thr = output.score_threshold
+    thr = output.score_threshold * threshold_scale
     return best * (1 - thr) / (best * (1 - thr) + (1 - best) * thr)
 
 
@@ -116,11 +119,14 @@ def sign_labels(victim, scene) -> tuple[int, ...]:
     return tuple(victim.label_set(scene.class_name))
 
 
-def sign_probability(output, signs: tuple[int, ...], views) -> Tensor:
+def sign_probability(output, signs: tuple[int, ...], views, threshold_scale: float = 1.0) -> Tensor:
     """B: how surely each view reads the sign: a classifier's probability of its labels, a detector's odds
-    over its threshold (``sign_reading``)."""
+    over its threshold (``sign_reading``; ``threshold_scale`` times it)."""
     if isinstance(output, DetectorOutput):
-        return sign_reading(output, signs[0], views)
+        return sign_reading(output, signs[0], views, threshold_scale=threshold_scale)
+    if threshold_scale != 1.0:
+        raise InputError(f"eot.sampler.decision.threshold_scale={threshold_scale:g} applies to a detector's score "
+                         "threshold (attack=hide); a classifier reads the sign by its top label: leave it at 1.")
     return torch.softmax(output.float(), -1)[:, list(signs)].sum(-1)
 
 

@@ -421,7 +421,8 @@ class EOTAttack:
 
     def _decision_loss(self, windows, output, signs: tuple[int, ...], views) -> Tensor:
         """``weight`` × the mean over the step's drives of their stop margin (``Windows.margin``)."""
-        return windows.objective.weight * windows.margin(sign_probability(output, signs, views)).mean()
+        o = windows.objective
+        return o.weight * windows.margin(sign_probability(output, signs, views, o.threshold_scale)).mean()
 
     @staticmethod
     def _success(per_view: Tensor, windows, output, signs: tuple[int, ...], views) -> float:

@@ -67,6 +67,9 @@ class ApproachObjective:
         temperature: of the smooth maximum over a drive's windows, in frames.
         every_window: the drawn windows stand for all of their drive's before its braking point (``stop_margin``'s
             ``windows``): the car judges every one of them, a step draws a few.
+        threshold_scale: a detector's (attack=hide) frames are read against its score threshold times this
+            (``sign_reading``): below 1 the loss keeps pushing scores that sit just under the real threshold, a
+            margin for the held-out frames where a detector reads the far sign within a few hundredths of it.
     """
 
     k: int = 3
@@ -74,12 +77,15 @@ class ApproachObjective:
     weight: float = 4.0
     temperature: float = 0.5
     every_window: bool = False
+    threshold_scale: float = 1.0
 
     def __post_init__(self) -> None:
         key = "eot.sampler.decision."
         check_vote(key, self.k, self.n)
         check_range(key + "weight", self.weight, 0.0, why="the drives' stop margin's weight")
         check_range(key + "temperature", self.temperature, 0.0, lo_open=True, why="the smooth maximum's, in frames")
+        check_range(key + "threshold_scale", self.threshold_scale, 0.0, 1.0, lo_open=True,
+                    why="a share of the detector's score threshold")
 
 
 @dataclass(frozen=True)

@@ -328,7 +328,7 @@ def test_every_window_weighs_the_drawn_windows_by_the_drives_that_they_stand_for
 
 
 def test_a_detectors_reading_is_its_odds_over_the_threshold():
-    from physattack.attack.detection_objectives import sign_reading
+    from physattack.attack.detection_objectives import sign_probability, sign_reading
     from physattack.victims.detection import DetectorOutput
 
     class Views:
@@ -341,6 +341,13 @@ def test_a_detectors_reading_is_its_odds_over_the_threshold():
     out = DetectorOutput(boxes, scores, torch.ones(3, 2, dtype=torch.bool), [], 0.3)
     p = sign_reading(out, 0, Views())
     assert p[0] == pytest.approx(0.5, abs=1e-4) and p[1] > 0.9 and p[2] < 0.15
+    # decision.threshold_scale: read against a stricter threshold, a score just under the real one reads over 1/2
+    scores[0, 0, 0] = 0.27
+    assert sign_reading(out, 0, Views())[0] < 0.5 < sign_reading(out, 0, Views(), threshold_scale=0.6)[0]
+    with pytest.raises(InputError, match="eot.sampler.decision.threshold_scale"):
+        ApproachSampler(decision={"threshold_scale": 1.5})
+    with pytest.raises(InputError, match="threshold_scale=0.6 applies to a detector"):
+        sign_probability(torch.zeros(3, 4), (1,), Views(), threshold_scale=0.6)
 
 
 def test_clean_camera_films_a_share_of_the_drives_with_the_drives_own_camera():
