@@ -101,6 +101,8 @@ class Windows:
     objective: ApproachObjective
     group: Tensor | None = None
     usable: Tensor | None = None     # drives: each drive's windows before its braking point (its usable frames)
+    places: Tensor | None = None     # drives×segments×3: each window's drive speed (km/h), lane offset (m), first (m)
+    memory: "ReplayMemory | None" = None   # where ``success`` puts the windows that stopped the car (``replay``)
 
     @property
     def frames(self) -> int:
@@ -122,20 +124,44 @@ class Windows:
         return stop_margin(self._read(p_sign), o.k, o.n, temperature=o.temperature,
                            windows=self.usable if o.every_window else None)
 
-    def runs(self, reads_sign: Tensor) -> Tensor:
-        """drives bool: no window of the drive (nor one of fewer frames at a segment's start) holds ``k`` frames
-        the victim reads as the sign."""
+    def stopped(self, reads_sign: Tensor) -> Tensor:
+        """drives×segments bool: the window (or one of fewer frames at its start) holds ``k`` frames the victim
+        reads as the sign."""
         hits = self._read(reads_sign.float())
         n = self.objective.n
         counts = torch.nn.functional.pad(hits, (n - 1, 0)).unfold(-1, n, 1).sum(-1)
-        return (counts < self.objective.k).flatten(1).all(-1)
+        return (counts >= self.objective.k).any(-1)
+
+    def runs(self, reads_sign: Tensor) -> Tensor:
+        """drives bool: no window of the drive (nor one of fewer frames at a segment's start) holds ``k`` frames
+        the victim reads as the sign."""
+        return ~self.stopped(reads_sign).any(-1)
 
     def success(self, reads_sign: Tensor, view_success: Tensor) -> Tensor:
         """The step's success: the share of its drives that run the sign, averaged with the share of its
-        independent views (if any) that the per-view objective wins."""
+        independent views (if any) that the per-view objective wins. The windows that stopped the car go to the
+        sampler's replay memory, when it keeps one (``ApproachSampler.replay``)."""
+        if self.memory is not None and self.places is not None:
+            self.memory.add(self.places[self.stopped(reads_sign).cpu()])
         drives = self.runs(reads_sign).float().mean()
         extra = view_success[self.frames:]
         return drives if len(extra) == 0 else (drives + extra.float().mean()) / 2
+
+
+class ReplayMemory:
+    """The last ``size`` approach windows that stopped the car (rows of speed km/h, lane offset m, first frame's
+    distance m), for ``ApproachSampler.replay``: the drives' stops come at a few places (a lane, a distance where a
+    tile frames the far sign just so) that random windows seldom hit, so a step redraws some of them."""
+
+    def __init__(self, size: int = 64, rows: Tensor | None = None):
+        self.size = size
+        self.rows = torch.zeros(0, 3) if rows is None else rows.reshape(-1, 3).float()
+
+    def add(self, rows: Tensor) -> None:
+        self.rows = torch.cat([self.rows, rows.reshape(-1, 3).float()])[-self.size:]
+
+    def __len__(self) -> int:
+        return len(self.rows)
 
 
 @dataclass
@@ -186,6 +212,10 @@ class ApproachSampler:
             (a detector's) of a drive's frame shows (``physattack.drive.render.frame_background_crop``: the bank image
             stretched over the whole frame, of which a far sign's crop or tile spans 1-8 %), so a far sign stands
             against the smooth sky or hill it has in the drives, not a whole scene shrunk behind it.
+        replay: the share of each step's drives that redraw a window which stopped the car in an earlier step (one
+            of the last 64, ``ReplayMemory``): its speed, lane offset and distance as its last window, its light,
+            camera effects and background drawn afresh. The drives are lost at a few places that random windows
+            seldom draw; 0 (the default) draws every drive afresh.
     """
 
     dashcam: Dashcam = field(default_factory=Dashcam)
@@ -213,6 +243,7 @@ class ApproachSampler:
     tiles: object | None = None     # a detector's: physattack.drive.stacks.SearchTiles, the drive stack's tiling
     tile_share: float = 1.0
     background: str = "view"
+    replay: float = 0.0
 
     def __post_init__(self) -> None:
         key = "eot.sampler."
@@ -254,6 +285,9 @@ class ApproachSampler:
         check_range(key + "refit_every", self.refit_every, 0, integer=True, why="steps between framing fits")
         check_range(key + "tile_share", self.tile_share, 0.0, 1.0, lo_open=True,
                     why="the least share of the sign's box a tile must hold to read a window frame on it")
+        check_range(key + "replay", self.replay, 0.0, 1.0, why="the share of a step's drives that redraw a window "
+                    "which stopped the car")
+        self._memory = ReplayMemory() if self.replay else None
         if self.background not in ("view", "frame"):
             raise InputError(f"{key}background={self.background!r} is not a background a window frame can show: "
                              "choose view (the view sampler's crop of a bank image) or frame (that part of a drive's "
@@ -360,12 +394,19 @@ class ApproachSampler:
         return f
 
     def state_dict(self) -> dict:
-        """The detector framing's measurements (plain tensors, for checkpoints): a resumed run frames its views
-        as the interrupted one did until the next fit."""
+        """The detector framing's measurements and the replay memory (plain tensors, for checkpoints): a resumed
+        run frames and redraws its views as the interrupted one did until the next fit."""
         m = self.framing.measured if self.framing is not None else None
-        return {} if m is None else {k: getattr(m, k) for k in BoxMeasurements.__dataclass_fields__}
+        state = {} if m is None else {k: getattr(m, k) for k in BoxMeasurements.__dataclass_fields__}
+        if self._memory is not None:
+            state["replay_memory"] = self._memory.rows.clone()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
+        state = dict(state)
+        rows = state.pop("replay_memory", None)
+        if self._memory is not None and rows is not None:
+            self._memory = ReplayMemory(self._memory.size, rows)
         if self.framing is not None and state:
             self.framing.measured = BoxMeasurements(**state)
 
@@ -397,6 +438,8 @@ class ApproachSampler:
         d, s, n = self.drives, self.segments, self.decision.n
         speed = _uniform(d, self.speed_kmh, g)
         offset = _uniform(d, self.lane_offset_m, g)
+        again = self._replayed(d, g)                                      # drives×3 rows of the memory, or none
+        speed[:len(again)], offset[:len(again)] = again[:, 0], again[:, 1]
         brake = self.braking_m(speed)
         step_m = speed / 3.6 / self.fps                                   # metres per frame
         near, far = brake, torch.full_like(brake, self.start_m)
@@ -409,6 +452,9 @@ class ApproachSampler:
         rest = s - 1
         later = (torch.arange(rest)[None, :] + torch.rand(d, rest, generator=g)) / max(1, rest)
         first = torch.cat([torch.full((d, 1), self.start_m), far[:, None] - later * span[:, None]], 1)   # d×s
+        if len(again):      # a replayed drive's last window is the remembered one (within its drive's reach)
+            k = len(again)
+            first[:k, -1] = torch.maximum(torch.minimum(again[:, 2], far[:k]), near[:k] + (n - 1) * step_m[:k])
         dist = first[..., None] - torch.arange(n)[None, None, :] * step_m[:, None, None]      # d×s×n
         x = (-offset)[:, None, None].expand_as(dist)
         y = torch.full_like(dist, self.dashcam.height_m - self.sign_height_m)
@@ -449,8 +495,17 @@ class ApproachSampler:
         if self.views_per_step:
             params = SceneParams.cat([params, self.views.sample(self.views_per_step, g)])
         usable = ((far - near) / step_m).floor().clamp(min=0) + 1       # the windows the drawn ones stand for
-        return Windows(params, found, d, s, self.decision, group, usable)
+        places = torch.stack([speed[:, None].expand(d, s), offset[:, None].expand(d, s), first], -1)
+        return Windows(params, found, d, s, self.decision, group, usable, places, self._memory)
+
+    def _replayed(self, drives: int, g: torch.Generator) -> Tensor:
+        """k×3: the remembered windows this step's first k drives redraw (``replay``); none while the memory is
+        empty or ``replay`` is 0 (then nothing is drawn from ``g``, so the draws are those without it)."""
+        if not self.replay or self._memory is None or not len(self._memory):
+            return torch.zeros(0, 3)
+        k = int(round(self.replay * drives))
+        return self._memory.rows[torch.randint(len(self._memory), (k,), generator=g)]
 
 
 __all__ = ["CLEAN_CAMERA", "ApproachObjective", "ApproachSampler", "BoxMeasurements", "DetectorFraming", "Framing",
-           "Windows"]
+           "ReplayMemory", "Windows"]

@@ -492,3 +492,26 @@ def test_an_unknown_fit_key_is_one_sentence_before_the_detector_loads():
     cfg = OmegaConf.create({"eot": {"grid": {"frame": 0.62}}})
     with pytest.raises(InputError, match=r"eot.sampler.fit has no key shrnk: it takes .*shrink and shrink_to\."):
         approach_framing(sampler, cfg, scene=None, renderer=None, backgrounds=None, device="cpu")
+
+
+def test_replay_redraws_the_windows_that_stopped_the_car():
+    """eot.sampler.replay: the windows a step's readings stopped go to the memory, and the next step's first drives
+    redraw them (speed, lane offset and their last window's first frame); with the memory empty, or replay 0, the
+    draws are the same as without the option."""
+    g = lambda: torch.Generator().manual_seed(3)  # noqa: E731
+    plain = ApproachSampler(drives=4, segments=2).windows(g())
+    s = ApproachSampler(drives=4, segments=2, replay=0.5)
+    w = s.windows(g())
+    assert torch.equal(w.params.distance_m, plain.params.distance_m) and len(s._memory) == 0
+    reads = torch.zeros(len(w.params), dtype=torch.bool)
+    reads[N:2 * N] = True                                  # drive 0's second window reads the sign in every frame
+    assert w.success(reads, reads)[()] == pytest.approx(0.75)
+    assert len(s._memory) == 1 and torch.equal(s._memory.rows[0], w.places[0, 1])
+    again = s.windows(torch.Generator().manual_seed(9))
+    assert torch.allclose(again.places[:2, -1], w.places[0, 1].expand(2, 3))      # 2 of 4 drives: round(0.5 * 4)
+    assert not torch.allclose(again.places[2:, -1, :2], w.places[0, 1, :2].expand(2, 2))
+    resumed = ApproachSampler(drives=4, segments=2, replay=0.5)
+    resumed.load_state_dict(s.state_dict())
+    assert torch.equal(resumed._memory.rows, s._memory.rows)
+    with pytest.raises(InputError, match="eot.sampler.replay"):
+        ApproachSampler(replay=2.0)
