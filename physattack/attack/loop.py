@@ -314,7 +314,7 @@ class EOTAttack:
         members = self.members_of(setup.victim, setup.scene) if isinstance(setup.victim, Ensemble) else None
         signs = ()
         if hasattr(setup.sampler, "windows"):
-            signs = self.check_windows(setup.victim, setup.scene)
+            signs = self.check_windows(setup.victim, setup.scene, setup.sampler)
         guide = None
         if self.features.on:
             named = ({"victim": (setup.victim, label, sign_labels(setup.victim, setup.scene))} if members is None
@@ -323,12 +323,18 @@ class EOTAttack:
         return _Loop(setup, run, objective, label, setup.palette.to(setup.scene.texture.device), opt, sched, generator,
                      members, signs, guide)
 
-    def check_windows(self, victim, scene) -> tuple[int, ...]:
-        """Refuse what approach windows cannot serve (an attack that learns from one victim's outputs);
-        returns the victim's labels of the scene's class, those that stop the car."""
+    def check_windows(self, victim, scene, sampler=None) -> tuple[int, ...]:
+        """Refuse what approach windows cannot serve (an attack that learns from one victim's outputs; a
+        stricter reading threshold for a classifier, which has none); returns the victim's labels of the
+        scene's class, those that stop the car."""
         if type(self).observe is not EOTAttack.observe:
             raise AttackError(f"{type(self).__name__} learns from one victim's outputs, not from drives: use "
                               "eot=default.")
+        decision = getattr(sampler, "decision", None)
+        scale = getattr(decision, "threshold_scale", 1.0)
+        if scale != 1.0 and not getattr(victim, "is_detector", False):
+            raise AttackError(f"eot.sampler.decision.threshold_scale={scale:g} applies to a detector's score "
+                              "threshold (attack=hide); a classifier reads the sign by its top label: leave it at 1.")
         return sign_labels(victim, scene)
 
     def members_of(self, ensemble: Ensemble, scene) -> list[Member]:

@@ -329,6 +329,11 @@ class ApproachSampler:
         return self.view.object_width_m
 
     @property
+    def memory(self) -> "ReplayMemory | None":
+        """The windows that stopped the car in earlier steps (``replay``); None when ``replay`` is 0."""
+        return self._memory
+
+    @property
     def sensor_focal_px(self) -> float:
         return self.dashcam.focal_px
 

@@ -348,6 +348,16 @@ def test_a_detectors_reading_is_its_odds_over_the_threshold():
         ApproachSampler(decision={"threshold_scale": 1.5})
     with pytest.raises(InputError, match="threshold_scale=0.6 applies to a detector"):
         sign_probability(torch.zeros(3, 4), (1,), Views(), threshold_scale=0.6)
+    # ... and a classifier's run refuses it before its first step, where the attack looks at its windows
+    from physattack.attack.errors import AttackError
+    from physattack.attack.loop import EOTAttack
+
+    class Classifier:
+        is_detector = False
+
+    stricter = ApproachSampler(decision={"threshold_scale": 0.6})
+    with pytest.raises(AttackError, match="threshold_scale=0.6 applies to a detector"):
+        EOTAttack().check_windows(Classifier(), None, stricter)
 
 
 def test_clean_camera_films_a_share_of_the_drives_with_the_drives_own_camera():
@@ -502,16 +512,16 @@ def test_replay_redraws_the_windows_that_stopped_the_car():
     plain = ApproachSampler(drives=4, segments=2).windows(g())
     s = ApproachSampler(drives=4, segments=2, replay=0.5)
     w = s.windows(g())
-    assert torch.equal(w.params.distance_m, plain.params.distance_m) and len(s._memory) == 0
+    assert torch.equal(w.params.distance_m, plain.params.distance_m) and len(s.memory) == 0
     reads = torch.zeros(len(w.params), dtype=torch.bool)
     reads[N:2 * N] = True                                  # drive 0's second window reads the sign in every frame
     assert w.success(reads, reads)[()] == pytest.approx(0.75)
-    assert len(s._memory) == 1 and torch.equal(s._memory.rows[0], w.places[0, 1])
+    assert len(s.memory) == 1 and torch.equal(s.memory.rows[0], w.places[0, 1])
     again = s.windows(torch.Generator().manual_seed(9))
     assert torch.allclose(again.places[:2, -1], w.places[0, 1].expand(2, 3))      # 2 of 4 drives: round(0.5 * 4)
     assert not torch.allclose(again.places[2:, -1, :2], w.places[0, 1, :2].expand(2, 2))
     resumed = ApproachSampler(drives=4, segments=2, replay=0.5)
     resumed.load_state_dict(s.state_dict())
-    assert torch.equal(resumed._memory.rows, s._memory.rows)
+    assert torch.equal(resumed.memory.rows, s.memory.rows)
     with pytest.raises(InputError, match="eot.sampler.replay"):
         ApproachSampler(replay=2.0)
