@@ -119,14 +119,20 @@ def sign_labels(victim, scene) -> tuple[int, ...]:
     return tuple(victim.label_set(scene.class_name))
 
 
+def check_threshold_scale(threshold_scale: float, is_detector: bool) -> None:
+    """Refuse a stricter reading threshold (``eot.sampler.decision.threshold_scale``) for a classifier: it reads the
+    sign by its top label and has no score threshold to scale."""
+    if threshold_scale != 1.0 and not is_detector:
+        raise InputError(f"eot.sampler.decision.threshold_scale={threshold_scale:g} applies to a detector's score "
+                         "threshold (attack=hide); a classifier reads the sign by its top label: leave it at 1.")
+
+
 def sign_probability(output, signs: tuple[int, ...], views, threshold_scale: float = 1.0) -> Tensor:
     """B: how surely each view reads the sign: a classifier's probability of its labels, a detector's odds
     over its threshold (``sign_reading``; ``threshold_scale`` times it)."""
     if isinstance(output, DetectorOutput):
         return sign_reading(output, signs[0], views, threshold_scale=threshold_scale)
-    if threshold_scale != 1.0:
-        raise InputError(f"eot.sampler.decision.threshold_scale={threshold_scale:g} applies to a detector's score "
-                         "threshold (attack=hide); a classifier reads the sign by its top label: leave it at 1.")
+    check_threshold_scale(threshold_scale, is_detector=False)
     return torch.softmax(output.float(), -1)[:, list(signs)].sum(-1)
 
 

@@ -28,7 +28,7 @@ from physattack.attack.checkpoint import LoopState, load_checkpoint, save_checkp
 from physattack.attack.errors import AttackError
 from physattack.attack.intermediate import FeatureLevel, Guide, tap
 from physattack.attack.mask_search import MaskSearch, search_sticker_mask
-from physattack.attack.detection_objectives import reads_sign, sign_labels, sign_probability
+from physattack.attack.detection_objectives import check_threshold_scale, reads_sign, sign_labels, sign_probability
 from physattack.attack.objectives import DETECTOR_OBJECTIVES, DETECTOR_ONLY, OBJECTIVES, Objective, backward
 from physattack.patch.base import Patch
 from physattack.patch.placement import PlacementError, place_stickers, sticker_pieces, texels_per_mm
@@ -330,11 +330,8 @@ class EOTAttack:
         if type(self).observe is not EOTAttack.observe:
             raise AttackError(f"{type(self).__name__} learns from one victim's outputs, not from drives: use "
                               "eot=default.")
-        decision = getattr(sampler, "decision", None)
-        scale = getattr(decision, "threshold_scale", 1.0)
-        if scale != 1.0 and not getattr(victim, "is_detector", False):
-            raise AttackError(f"eot.sampler.decision.threshold_scale={scale:g} applies to a detector's score "
-                              "threshold (attack=hide); a classifier reads the sign by its top label: leave it at 1.")
+        check_threshold_scale(getattr(getattr(sampler, "decision", None), "threshold_scale", 1.0),
+                              is_detector=getattr(victim, "is_detector", False))
         return sign_labels(victim, scene)
 
     def members_of(self, ensemble: Ensemble, scene) -> list[Member]:

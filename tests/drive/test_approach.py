@@ -349,14 +349,13 @@ def test_a_detectors_reading_is_its_odds_over_the_threshold():
     with pytest.raises(InputError, match="threshold_scale=0.6 applies to a detector"):
         sign_probability(torch.zeros(3, 4), (1,), Views(), threshold_scale=0.6)
     # ... and a classifier's run refuses it before its first step, where the attack looks at its windows
-    from physattack.attack.errors import AttackError
     from physattack.attack.loop import EOTAttack
 
     class Classifier:
         is_detector = False
 
     stricter = ApproachSampler(decision={"threshold_scale": 0.6})
-    with pytest.raises(AttackError, match="threshold_scale=0.6 applies to a detector"):
+    with pytest.raises(InputError, match="threshold_scale=0.6 applies to a detector"):
         EOTAttack().check_windows(Classifier(), None, stricter)
 
 
