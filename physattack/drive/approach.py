@@ -385,6 +385,7 @@ class ApproachSampler:
         place; ``condition``: per drive): each frame's own, or with ``fit.per=window`` the one drawn for its
         window's first frame."""
         framing, n = self.framing, dist.shape[-1]
+        every = (x, y, dist)
         if framing.draw.per == "window":
             x, y, dist = x[..., :1], y[..., :1], dist[..., :1]
         reps = dist.shape[1] * dist.shape[2]
@@ -396,6 +397,9 @@ class ApproachSampler:
                            else None)
         if framing.draw.per == "window":
             f = Framing(*(t.repeat_interleave(n) for t in (f.found, f.ratio, f.dx, f.dy)))
+        if framing.draw.edge:
+            boxes = self._boxes(*(t.reshape(-1) for t in every))
+            f = framing.at_tile_edges(f, boxes, torch.arange(boxes.shape[0]) // n, g)
         return f
 
     def state_dict(self) -> dict:

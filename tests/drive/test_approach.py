@@ -490,6 +490,52 @@ def test_shrink_frames_a_share_of_found_boxes_on_a_part_of_the_sign():
         FramingDraw(shrink_to=(0.7, 1.4))
 
 
+def test_edge_frames_a_share_of_windows_as_the_part_of_the_sign_a_tiles_edge_cuts():
+    """``fit.edge``: where an edge of one of the stack's tiles cuts the sign, a found frame is boxed as that tile's
+    part of the sign (what the tiled detector's box was, to the pixel, in the lost drives): the sign's full height,
+    part of its width, centred on the part. A frame no tile cuts, or a miss, keeps its draw; a window's frames are
+    edged together (a share of the windows, all of their frames); windows drawn through the sampler carry it; 0
+    draws nothing more; a share out of bounds names its key."""
+    from types import SimpleNamespace
+
+    from physattack.drive.framing import BoxMeasurements, Framing
+    from physattack.drive.stacks import SearchTiles, StackSettings
+
+    cam = Dashcam()
+    tiles = SearchTiles(160, cam, (0.75, 0.75), StackSettings())
+    framing = DetectorFraming(SimpleNamespace(search=tiles), None, draw=FramingDraw(edge=1.0))
+    cut = torch.tensor([1044.0, 524.0, 1055.0, 535.0], dtype=torch.float64)      # a 2x tile ends at x=1052
+    whole = torch.tensor([998.0, 527.0, 1006.0, 536.0], dtype=torch.float64)     # inside every tile that meets it
+    boxes = torch.stack([cut, whole, cut])
+    drawn = Framing(torch.tensor([True, True, False]), torch.full((3,), 1.2), torch.zeros(3), torch.zeros(3))
+    f = framing.at_tile_edges(drawn, boxes, torch.arange(3), torch.Generator().manual_seed(0))
+    assert f.ratio[0] == pytest.approx(1.0) and f.dx[0] == pytest.approx(((1044 + 1052) / 2 - 1049.5) / 11)
+    assert f.dy[0] == pytest.approx(0.0)
+    assert torch.equal(f.ratio[1:], drawn.ratio[1:]) and torch.equal(f.dx[1:], drawn.dx[1:])
+    framing.draw = FramingDraw(edge=0.5)
+    many = Framing(torch.ones(400, dtype=torch.bool), torch.full((400,), 1.2), torch.zeros(400), torch.zeros(400))
+    edged = framing.at_tile_edges(many, cut.expand(400, 4), torch.arange(400) // 5,
+                                  torch.Generator().manual_seed(1)).dx.ne(0).reshape(80, 5).sum(1)
+    assert ((edged == 0) | (edged == 5)).all() and 20 < int((edged == 5).sum()) < 60
+    framing.draw = FramingDraw(edge=1.0, neighbours=4)
+    s = ApproachSampler(dashcam=cam, drives=16, segments=2, lane_offset_m=(6.0, 6.0), speed_kmh=(30.0, 30.0),
+                        start_m=70.0, framing=framing)
+    dist = torch.linspace(10.0, 72.0, 32)
+    zeros = torch.zeros_like(dist)
+    framing.measured = BoxMeasurements(dist, torch.ones_like(dist, dtype=torch.bool), torch.full_like(dist, 1.2),
+                                       zeros, zeros)
+    w = s.windows(torch.Generator().manual_seed(3))
+    moved = w.params.shift_x[:w.frames] != 0
+    assert moved.any() and (~moved).any()                             # cut frames edged, the others as drawn
+    assert torch.allclose(w.params.frame[:w.frames][~moved], torch.full((int((~moved).sum()),), s.crop_frame / 1.2))
+    framing.draw = FramingDraw(neighbours=4)
+    g, h = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    assert framing.at_tile_edges(many, cut.expand(400, 4), torch.arange(400), g) is many
+    assert torch.equal(g.get_state(), h.get_state())                   # edge 0: nothing more drawn
+    with pytest.raises(InputError, match="eot.sampler.fit.edge"):
+        FramingDraw(edge=1.5)
+
+
 def test_an_unknown_fit_key_is_one_sentence_before_the_detector_loads():
     """``eot.sampler.fit`` with a key nothing reads (a typo of ``shrink``) stops the run with one sentence naming it
     and the keys it takes, before any detector is loaded (no scene, renderer or weights are needed to say so)."""
@@ -499,7 +545,7 @@ def test_an_unknown_fit_key_is_one_sentence_before_the_detector_loads():
 
     sampler = ApproachSampler(fit={"drives": 6, "frames_per_drive": 8, "neighbours": 6, "shrnk": 0.25})
     cfg = OmegaConf.create({"eot": {"grid": {"frame": 0.62}}})
-    with pytest.raises(InputError, match=r"eot.sampler.fit has no key shrnk: it takes .*shrink and shrink_to\."):
+    with pytest.raises(InputError, match=r"eot.sampler.fit has no key shrnk: it takes .*shrink, shrink_to and edge\."):
         approach_framing(sampler, cfg, scene=None, renderer=None, backgrounds=None, device="cpu")
 
 
