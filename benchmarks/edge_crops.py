@@ -23,16 +23,13 @@ import torch
 from torch import Tensor
 
 
-def cut_parts(sign: Tensor, extents: Tensor) -> Tensor:
-    """N×4: the part of each sign box (N×4) held by the tile (K×4 extents) that holds the largest share of it below
-    the whole (30-99.9 %), or the box itself where no tile's edge cuts it."""
-    lo = torch.maximum(extents[None, :, :2], sign[:, None, :2])
-    hi = torch.minimum(extents[None, :, 2:], sign[:, None, 2:])
-    share = (hi - lo).clamp(min=0).prod(-1) / (sign[:, 2:] - sign[:, :2]).clamp(min=1e-9).prod(-1)[:, None]
+def cut_parts(sign: Tensor, tiles) -> Tensor:
+    """N×4: the part of each sign box (N×4) held by the tile of ``tiles`` (``SearchTiles``) that holds the largest
+    share of it below the whole (30-99.9 %), or the box itself where no tile's edge cuts it."""
+    parts, share = tiles.parts(sign)
     cuts = (share >= 0.3) & (share < 0.999)
     k = (share * cuts).argmax(1)
-    rows = torch.arange(len(sign))
-    return torch.where(cuts.any(1)[:, None], torch.cat([lo[rows, k], hi[rows, k]], 1), sign)
+    return torch.where(cuts.any(1)[:, None], parts[torch.arange(len(sign)), k], sign)
 
 
 def main() -> None:
@@ -82,7 +79,7 @@ def main() -> None:
     rendered = DriveRenderer(run.rendering[0], run.eval_bank, dashcam).render(run.scene, run.adv_texture, sub,
                                                                               tiles.region)
     sign = rendered.boxes.double()
-    part = cut_parts(sign, tiles.extents)
+    part = cut_parts(sign, tiles)
     print(f"drive {args.drive} ({drive.speed_kmh:.0f} km/h, {drive.lane_offset_m} m lane), {len(sub)} frames "
           f"{float(sub.distance_m.min()):.1f}-{float(sub.distance_m.max()):.1f} m; p({run.scene.class_name}) by "
           f"{args.member or 'the victim'}:")

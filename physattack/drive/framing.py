@@ -258,19 +258,15 @@ class DetectorFraming:
         if not self.draw.edge:
             return f
         b = boxes.double().cpu()
-        tiles = self.tiled.search.extents
-        lo = torch.maximum(tiles[None, :, :2], b[:, None, :2])
-        hi = torch.minimum(tiles[None, :, 2:], b[:, None, 2:])
-        share = (hi - lo).clamp(min=0).prod(-1) / (b[:, 2:] - b[:, :2]).clamp(min=1e-9).prod(-1)[:, None]
+        parts, share = self.tiled.search.parts(b)
         cuts = (share >= 0.3) & (share < 0.999)                                       # V×K
         chosen = torch.rand(int(window.max()) + 1 if len(window) else 0, generator=generator) < self.draw.edge
         pick = (torch.rand(cuts.shape, generator=generator) * cuts).argmax(1)        # a cutting tile at random
         on = chosen[window] & cuts.any(1) & f.found
-        rows = torch.arange(len(b))
-        part_lo, part_hi = lo[rows, pick], hi[rows, pick]
+        part = parts[torch.arange(len(b)), pick]
         long = (b[:, 2:] - b[:, :2]).amax(1)
-        ratio = (part_hi - part_lo).amax(1) / long
-        shift = ((part_lo + part_hi) - (b[:, :2] + b[:, 2:])) / 2 / long[:, None]
+        ratio = (part[:, 2:] - part[:, :2]).amax(1) / long
+        shift = ((part[:, :2] + part[:, 2:]) - (b[:, :2] + b[:, 2:])) / 2 / long[:, None]
         as_f = lambda t: t.to(f.ratio.dtype)  # noqa: E731
         return Framing(f.found, torch.where(on, as_f(ratio), f.ratio), torch.where(on, as_f(shift[:, 0]), f.dx),
                        torch.where(on, as_f(shift[:, 1]), f.dy))

@@ -206,12 +206,17 @@ class SearchTiles:
         held = self.holding(boxes)
         if share >= 1.0:
             return held
-        tiles, b = self.extents, boxes.detach().double().cpu()
-        lo = torch.maximum(tiles[None, :, :2], b[:, None, :2])
-        hi = torch.minimum(tiles[None, :, 2:], b[:, None, 2:])
+        return held | (self.parts(boxes)[1] >= share)
+
+    def parts(self, boxes: Tensor) -> tuple[Tensor, Tensor]:
+        """T×K×4: the part of frame t's box (T×4, px) that tile k holds (empty where they do not meet), and T×K the
+        share of the box's area that part is: a tile whose edge cuts the sign holds a share between 0 and 1, and
+        the detector on that tile can box only that part (``physattack.drive.framing.FramingDraw.edge``)."""
+        b = boxes.detach().double().cpu()
+        lo = torch.maximum(self.extents[None, :, :2], b[:, None, :2])
+        hi = torch.minimum(self.extents[None, :, 2:], b[:, None, 2:])
         inside = (hi - lo).clamp(min=0).prod(-1)
-        area = (b[:, 2:] - b[:, :2]).clamp(min=1e-9).prod(-1)
-        return held | (inside >= share * area[:, None])
+        return torch.cat([lo, hi], -1), inside / (b[:, 2:] - b[:, :2]).clamp(min=1e-9).prod(-1)[:, None]
 
 
 class TiledDetector:
