@@ -98,7 +98,9 @@ class FramingDraw:
             3), DetNet's box was that part in 32 of the 34 frames the ConvNeXt member read the sign in its lost drives,
             and in 6-33 % of all the frames a 2x tile cut the sign; the fits' few dozen frames seldom hold one.
             Drawn per window (a drive's cut persists over consecutive frames, as a k-of-n verdict needs), at random
-            among the tiles that cut the sign. 0 (the default) draws nothing more.
+            among the tiles that cut the sign. 0 (the default) draws nothing more: on the red team's preset (seeds 3
+            and 0, shares 0.25 and 1, with and without replay) the windows read that crop as the drives do and the
+            ConvNeXt's stops stayed where they were (README, "The red team's preset").
     """
 
     neighbours: int = 6
