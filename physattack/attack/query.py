@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from physattack.attack.detection_objectives import sign_labels
+from physattack.attack.detection_objectives import check_threshold_scale, sign_labels
 from physattack.attack.loop import AttackResult, Draw
 from physattack.attack.query_layout import StickerLayout, layout_step
 from physattack.attack.query_settings import (OPTIMIZERS, QueryAttackError, QuerySettings, check_budget,
@@ -137,11 +137,12 @@ class DetectorGoal:
     def view_success(self, scores: Tensor) -> Tensor:
         return scores < self.threshold
 
-    def reading(self, scores: Tensor) -> Tensor:
+    def reading(self, scores: Tensor, threshold_scale: float = 1.0) -> Tensor:
         """B in [0, 1]: how surely a frame reads the sign, 0.5 at the threshold (its odds over the threshold's), for
-        the approach windows' stop margin."""
-        t = math.log(self.threshold / (1 - self.threshold))
-        return torch.sigmoid(torch.logit(scores.clamp(1e-6, 1 - 1e-6)) - t)
+        the approach windows' stop margin; ``threshold_scale`` < 1 reads against the threshold times it, as the
+        gradient attack's ``sign_reading`` does (``eot.sampler.decision.threshold_scale``)."""
+        thr = self.threshold * threshold_scale
+        return torch.sigmoid(torch.logit(scores.clamp(1e-6, 1 - 1e-6)) - math.log(thr / (1 - thr)))
 
 
 class QueryRun:
@@ -159,6 +160,8 @@ class QueryRun:
         self.layout = StickerLayout(s.patch.mask, s.scene.face_mask, sticker) if self.settings.layout_every else None
         self.moved = {"steps": 0, "taken": 0, "moved": 0, "refused": 0}   # layout steps, moves taken, cells moved,
                                                                            # best children a fresh draw refused
+        check_threshold_scale(getattr(getattr(s.sampler, "decision", None), "threshold_scale", 1.0),
+                              is_detector=victim.is_detector)     # a classifier has no threshold to read against
         self.label = attack.label(victim, s.scene)
         name = attack.target if attack.targeted else s.scene.class_name
         if victim.is_detector:
@@ -232,7 +235,8 @@ class QueryRun:
                 return -success - 1e-3 * float(won.float().mean()), success
             loss = self.goal.view_loss(sign).mean()
             if draw.windows is not None:                   # a frame reads the sign with the odds over the threshold
-                loss = loss + draw.windows.objective.weight * draw.windows.margin(self.goal.reading(sign)).mean()
+                o = draw.windows.objective
+                loss = loss + o.weight * draw.windows.margin(self.goal.reading(sign, o.threshold_scale)).mean()
             return float(loss), success
         scores = self.victim.answers == "scores"
         full = (answer.new_zeros(len(images), answer.shape[-1]) if scores

@@ -11,6 +11,7 @@ import torch
 
 from physattack.attack import AttackError, AttackSetup, EOTAttack
 from physattack.config import RunConfig
+from physattack.errors import InputError
 from physattack.patch.sticker import StickerPatch
 from physattack.victims.base import Classifier
 from physattack.victims.detection import Detections, Detector, DetectorOutput
@@ -345,6 +346,29 @@ def test_a_detector_asked_only_for_its_detections_is_made_to_miss_the_sign(answe
     result = attack.run(setup, RunConfig(progress=False), tmp_path)
     assert result.queries["images"] <= budget and result.queries["answers"] == answers
     assert start > 0.5 > sign_score()                 # found before, missed after
+
+
+def test_a_stricter_threshold_reads_a_detectors_windows_as_the_gradient_attack_does_and_a_classifier_refuses_it(
+        tmp_path):
+    """``eot.sampler.decision.threshold_scale`` in a query attack: a detector's frame reads ½ at its threshold times
+    the scale, as ``sign_reading`` has it (a score just under the real threshold still reads more than ½); a classifier,
+    which has no threshold, is refused at start-up with the key named, before any query."""
+    from physattack.attack.detection_objectives import sign_reading
+    from physattack.attack.query import DetectorGoal
+
+    goal = DetectorGoal(label=0, threshold=0.5, margin=2.0)
+    scores = torch.tensor([0.3, 0.45, 0.6])
+    assert goal.reading(torch.tensor([0.3]), 0.6)[0] == pytest.approx(0.5)
+    assert goal.reading(scores, 0.6)[1] > 0.5 > goal.reading(scores)[1]
+    out = PlantedDetector().detect(torch.zeros(3, 3, 16, 16))
+    out = DetectorOutput(out.candidate_boxes, scores[:, None, None], out.candidate_valid, out.detections, 0.5)
+    views = SimpleNamespace(boxes=torch.tensor([0.0, 0.0, 16.0, 16.0]).expand(3, 4))
+    assert torch.allclose(goal.reading(scores, 0.6), sign_reading(out, 0, views, threshold_scale=0.6), atol=1e-5)
+    setup = setup_for(Planted(), std=0.02)
+    setup.sampler.decision = SimpleNamespace(threshold_scale=0.6)
+    with pytest.raises(InputError, match="eot.sampler.decision.threshold_scale=0.6 applies to a detector"):
+        EOTAttack(method="query", queries=400, query={"views": 8, "cell_mm": None}).run(
+            setup, RunConfig(progress=False), tmp_path)
 
 
 def test_a_query_attack_on_a_detector_only_hides():
