@@ -24,11 +24,10 @@ from torch import Tensor
 
 
 def cut_parts(sign: Tensor, tiles) -> Tensor:
-    """N×4: the part of each sign box (N×4) held by the tile of ``tiles`` (``SearchTiles``) that holds the largest
-    share of it below the whole (30-99.9 %), or the box itself where no tile's edge cuts it."""
-    parts, share = tiles.parts(sign)
-    cuts = (share >= 0.3) & (share < 0.999)
-    k = (share * cuts).argmax(1)
+    """N×4: the part of each sign box (N×4) held by the tile of ``tiles`` (``SearchTiles``) whose edge cuts it and
+    holds the most of it, or the box itself where no tile's edge cuts it."""
+    parts, cuts = tiles.cut_parts(sign)
+    k = (tiles.parts(sign)[1] * cuts).argmax(1)
     return torch.where(cuts.any(1)[:, None], parts[torch.arange(len(sign)), k], sign)
 
 
@@ -37,6 +36,7 @@ def main() -> None:
 
     from physattack.cli import build
     from physattack.cli.runs import open_run
+    from physattack.drive.framing import box_framing
     from physattack.drive.render import DriveRenderer
     from physattack.drive.stacks import SearchTiles, StackSettings
     from physattack.eot.pipeline import ViewPipeline
@@ -88,9 +88,7 @@ def main() -> None:
         p, top = reads(crops)
         print(f"  drive crops around {name:22s} read {top:2d}/{len(p)}: "
               + " ".join(f"{v:.2f}" for v in p.tolist()))
-    long = (sign[:, 2:] - sign[:, :2]).amax(1)
-    ratio = ((part[:, 2:] - part[:, :2]).amax(1) / long).float()
-    shift = (((part[:, :2] + part[:, 2:]) - (sign[:, :2] + sign[:, 2:])) / 2 / long[:, None]).float()
+    ratio, dx, dy = (t.float() for t in box_framing(part, sign))       # as fit.edge frames a window there
     bank = build.make(cfg.eot.backgrounds)
     sampler = build.make(cfg.eot.sampler, background_count=len(bank), _convert_="all")
     if not hasattr(sampler, "windows"):
@@ -104,8 +102,7 @@ def main() -> None:
             raise SystemExit(f"a step draws {len(w.distance_m)} window frames, fewer than the band's {n}.")
         base = replace(w, **{f: getattr(w, f)[:n] for f in w.__dataclass_fields__})
         for name, frame, sx, sy in (("the sign", torch.full((n,), frame0), torch.zeros(n), torch.zeros(n)),
-                                    ("the part", frame0 / ratio, -shift[:, 0] * frame0 / ratio,
-                                     -shift[:, 1] * frame0 / ratio)):
+                                    ("the part", frame0 / ratio, -dx * frame0 / ratio, -dy * frame0 / ratio)):
             params = replace(base, distance_m=sub.params.distance_m.float(), azimuth_deg=sub.params.azimuth_deg.float(),
                              elevation_deg=sub.params.elevation_deg.float(), frame=frame, shift_x=sx, shift_y=sy,
                              sensor_px=sensor_pixels(width, sub.params.distance_m.float(), frame, dashcam.focal_px))

@@ -93,9 +93,14 @@ def sign_reading(output: DetectorOutput, label: int, views, min_iou: float = 0.3
     best candidate of ``label`` on the sign (``on_sign``) over the operating threshold's odds, as a probability
     (½ at the threshold; a view with no candidate on the sign reads ~0). ``threshold_scale`` < 1 reads against a
     stricter threshold (the operating one times it): a score just under the real threshold still reads ½ or more."""
-    best = topk_mean(output.candidate_scores[..., label], on_sign(output, views, min_iou), 1).clamp(1e-6, 1 - 1e-6)
-    thr = output.score_threshold * threshold_scale
-    return best * (1 - thr) / (best * (1 - thr) + (1 - best) * thr)
+    best = topk_mean(output.candidate_scores[..., label], on_sign(output, views, min_iou), 1)
+    return odds_over(best, output.score_threshold * threshold_scale)
+
+
+def odds_over(scores: Tensor, threshold: float) -> Tensor:
+    """Scores' odds over a threshold's, as a probability: ½ at the threshold, toward 1 above it and 0 below."""
+    s = scores.clamp(1e-6, 1 - 1e-6)
+    return s * (1 - threshold) / (s * (1 - threshold) + (1 - s) * threshold)
 
 
 def hidden(output: DetectorOutput, label: int, views) -> Tensor:

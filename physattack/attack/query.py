@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from physattack.attack.detection_objectives import check_threshold_scale, sign_labels
+from physattack.attack.detection_objectives import check_threshold_scale, odds_over, sign_labels
 from physattack.attack.loop import AttackResult, Draw
 from physattack.attack.query_layout import StickerLayout, layout_step
 from physattack.attack.query_settings import (OPTIMIZERS, QueryAttackError, QuerySettings, check_budget,
@@ -141,8 +141,7 @@ class DetectorGoal:
         """B in [0, 1]: how surely a frame reads the sign, 0.5 at the threshold (its odds over the threshold's), for
         the approach windows' stop margin; ``threshold_scale`` < 1 reads against the threshold times it, as the
         gradient attack's ``sign_reading`` does (``eot.sampler.decision.threshold_scale``)."""
-        thr = self.threshold * threshold_scale
-        return torch.sigmoid(torch.logit(scores.clamp(1e-6, 1 - 1e-6)) - math.log(thr / (1 - thr)))
+        return odds_over(scores, self.threshold * threshold_scale)
 
 
 class QueryRun:

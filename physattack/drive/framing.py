@@ -260,18 +260,20 @@ class DetectorFraming:
         if not self.draw.edge:
             return f
         b = boxes.double().cpu()
-        parts, share = self.tiled.search.parts(b)
-        cuts = (share >= 0.3) & (share < 0.999)                                       # V×K
+        parts, cuts = self.tiled.search.cut_parts(b)                                  # V×K×4, V×K
         chosen = torch.rand(int(window.max()) + 1 if len(window) else 0, generator=generator) < self.draw.edge
         pick = (torch.rand(cuts.shape, generator=generator) * cuts).argmax(1)        # a cutting tile at random
         on = chosen[window] & cuts.any(1) & f.found
-        part = parts[torch.arange(len(b)), pick]
-        long = (b[:, 2:] - b[:, :2]).amax(1)
-        ratio = (part[:, 2:] - part[:, :2]).amax(1) / long
-        shift = ((part[:, :2] + part[:, 2:]) - (b[:, :2] + b[:, 2:])) / 2 / long[:, None]
-        as_f = lambda t: t.to(f.ratio.dtype)  # noqa: E731
-        return Framing(f.found, torch.where(on, as_f(ratio), f.ratio), torch.where(on, as_f(shift[:, 0]), f.dx),
-                       torch.where(on, as_f(shift[:, 1]), f.dy))
+        ratio, dx, dy = (t.to(f.ratio.dtype) for t in box_framing(parts[torch.arange(len(b)), pick], b))
+        return Framing(f.found, torch.where(on, ratio, f.ratio), torch.where(on, dx, f.dx), torch.where(on, dy, f.dy))
+
+
+def box_framing(box: Tensor, sign: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """How a detector's ``box`` (N×4, px) frames the ``sign``'s own box (N×4): ``Framing``'s ratio (the longer sides'
+    ratio) and dx, dy (the centres' offset as shares of the sign's longer side)."""
+    long = (sign[:, 2:] - sign[:, :2]).amax(1)
+    shift = ((box[:, :2] + box[:, 2:]) - (sign[:, :2] + sign[:, 2:])) / 2 / long[:, None]
+    return (box[:, 2:] - box[:, :2]).amax(1) / long, shift[:, 0], shift[:, 1]
 
 
 def place_gap(a: Tensor, b: Tensor, size_px: float = 40.0) -> Tensor:
@@ -283,4 +285,4 @@ def place_gap(a: Tensor, b: Tensor, size_px: float = 40.0) -> Tensor:
     return centre + size_px * size
 
 
-__all__ = ["BoxMeasurements", "DetectorFraming", "Framing", "FramingDraw", "place_gap"]
+__all__ = ["BoxMeasurements", "DetectorFraming", "Framing", "FramingDraw", "box_framing", "place_gap"]

@@ -208,6 +208,12 @@ class SearchTiles:
             return held
         return held | (self.parts(boxes)[1] >= share)
 
+    def cut_parts(self, boxes: Tensor) -> tuple[Tensor, Tensor]:
+        """T×K×4 ``parts`` and T×K bool: the tiles whose edge cuts frame t's box, holding 30-99.9 % of it (enough of
+        the sign for a box on it to overlap the sign's by the stack's IoU, and not the whole)."""
+        parts, share = self.parts(boxes)
+        return parts, (share >= 0.3) & (share < 0.999)
+
     def parts(self, boxes: Tensor) -> tuple[Tensor, Tensor]:
         """T×K×4: the part of frame t's box (T×4, px) that tile k holds (empty where they do not meet), and T×K the
         share of the box's area that part is: a tile whose edge cuts the sign holds a share between 0 and 1, and
