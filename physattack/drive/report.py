@@ -26,8 +26,9 @@ def drives_phrase(result: dict, n: int) -> str:
 
 def stack_line(stack_info: dict) -> str:
     v = stack_info["victims"]
-    return (f"two-stage ({v['detector']} -> {v['classifier']})" if stack_info["stack"] == "two-stage"
-            else f"detector alone ({v['detector']})")
+    merged = ", its tiles' boxes merged" if stack_info.get("merge") == "nmm" else ""
+    return (f"two-stage ({v['detector']}{merged} -> {v['classifier']})" if stack_info["stack"] == "two-stage"
+            else f"detector alone ({v['detector']}{merged})")
 
 
 def drive_markdown(summary: dict, metrics: dict, outcomes: list[DriveOutcome], settings: DriveSettings,
@@ -269,7 +270,8 @@ def report_drives(evaluation, *, out_dir, clean_texture: Tensor, adv_texture: Te
     for o in outcomes[:settings.videos]:
         files["videos"].append(write_video(out_dir / f"drive_{o.index}.mp4", o, judging).name)
     setup = getattr(evaluation, "setup", None)
-    head = {**summary, "stack": stack.kind, "victims": stack.names, "setup": setup or drive_setup(renderer.dashcam, drives)}
+    head = {**summary, "stack": stack.kind, "victims": stack.names, "setup": setup or drive_setup(renderer.dashcam, drives),
+            "merge": getattr(getattr(getattr(stack, "tiled", None), "settings", None), "merge", "nms")}
     if setup:
         head["source"] = "footage"
     result = {**head, **metrics, "report": str(out_dir / "drive.md"), "files": files}

@@ -41,6 +41,7 @@ from physattack.victims.stack import square_crops
 
 Range = tuple[float, float]
 Region = tuple[int, int, int, int]
+MERGES = ("nms", "nmm")
 
 
 # -- searching the frame --------------------------------------------------------------------------
@@ -70,6 +71,11 @@ class StackSettings:
         crop_frame: two-stage: the sign's width as a share of the classifier's crop (None: the caller's,
             e.g. the run's ``eot.grid.frame``).
         crop_px: two-stage: the crops' side in pixels (None: the caller's, e.g. the run's ``image_size``).
+        merge: how the tiles' detections of a frame are joined: ``nms`` (non-maximum suppression at IoU 0.5 across
+            tiles and scales: of two boxes on one sign the higher-scoring stays, so a box on the part of the sign a
+            tile's edge cuts can be the one taken) or ``nmm`` (non-maximum merging, as slicing-aided inference does
+            it: SAHI, Akyon et al. ICIP'22; boxes of a class whose intersection covers half of the smaller merge
+            into their union, with the higher score, so a cut part joins the whole sign's box; ``merge_boxes``).
     """
 
     scales: list = field(default_factory=lambda: [{"scale": 2.0, "distance_m": [40.0, 85.0]},
@@ -79,8 +85,11 @@ class StackSettings:
     overlap: float = 0.35
     crop_frame: float | None = None
     crop_px: int | None = None
+    merge: str = "nms"
 
     def __post_init__(self) -> None:
+        if self.merge not in MERGES:
+            raise InputError(f"drive.stack.merge must be one of {', '.join(MERGES)}, not {self.merge!r}.")
         if isinstance(self.scales, (str, bytes)) or not self.scales:
             raise InputError("drive.stack.scales must be a non-empty list of {scale, distance_m}; "
                              f"got {self.scales!r}.")
@@ -287,9 +296,40 @@ class TiledDetector:
                 scores.append(d.scores.detach().cpu())
                 labels.append(d.labels.detach().cpu())
             b, s, lab = torch.cat(boxes), torch.cat(scores), torch.cat(labels)
-            keep = batched_nms(b, s, lab, 0.5)
-            out.append(Detections(b[keep], s[keep], lab[keep]))
+            if self.settings.merge == "nmm":
+                out.append(Detections(*merge_boxes(b, s, lab)))
+            else:
+                keep = batched_nms(b, s, lab, 0.5)
+                out.append(Detections(b[keep], s[keep], lab[keep]))
         return out
+
+
+def merge_boxes(boxes: Tensor, scores: Tensor, labels: Tensor, ios: float = 0.5) -> tuple[Tensor, Tensor, Tensor]:
+    """Greedy non-maximum merging (``StackSettings.merge='nmm'``): from the highest score down, each box not yet
+    merged takes in every other such box of its label whose intersection with it is at least ``ios`` of the smaller
+    one's area, and becomes their union with its own (the highest) score. Boxes N×4 (x0, y0, x1, y1), scores N,
+    labels N; returns the merged boxes, scores and labels, highest score first. Written here (about fifteen lines)
+    rather than installing ``sahi``, whose package would bring a second OpenCV build beside the project's."""
+    order = scores.argsort(descending=True)
+    b, s, lab = boxes[order].float(), scores[order], labels[order]
+    area = (b[:, 2:] - b[:, :2]).clamp(min=0).prod(-1)
+    lo, hi = torch.maximum(b[:, None, :2], b[None, :, :2]), torch.minimum(b[:, None, 2:], b[None, :, 2:])
+    inter = (hi - lo).clamp(min=0).prod(-1)
+    smaller = torch.minimum(area[:, None], area[None, :])
+    joins = (inter >= ios * smaller) & (inter > 0) & (lab[:, None] == lab[None, :])
+    free = torch.ones(len(b), dtype=torch.bool)
+    kept = []
+    for i in range(len(b)):
+        if free[i]:
+            group = joins[i] & free
+            group[i] = True
+            free &= ~group
+            members = b[group]
+            kept.append((torch.cat([members[:, :2].min(0).values, members[:, 2:].max(0).values]), i))
+    if not kept:
+        return boxes[:0], scores[:0], labels[:0]
+    idx = torch.tensor([i for _, i in kept])
+    return torch.stack([k for k, _ in kept]).to(boxes.dtype), s[idx], lab[idx]
 
 
 def _starts(length: int, tile: int, overlap: float) -> list[int]:

@@ -1,16 +1,20 @@
 """A drive's detectors scan only the tiles near the sign (``Needed.near_sign``): on real frames the bundled
-DetNet then finds on the sign exactly what it finds scanning every tile, from a fraction of the tiles."""
+DetNet then finds on the sign exactly what it finds scanning every tile, from a fraction of the tiles. And how
+the tiles' boxes join (``drive.stack.merge``): suppression or merging, where a tile's edge cuts the sign."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from physattack.drive.stacks import StackSettings, TiledDetector, _on_sign
+from physattack.drive.stacks import StackSettings, TiledDetector, _on_sign, merge_boxes
 from physattack.drive.render import DriveRenderer
 from physattack.drive.trajectories import Dashcam, DriveSet
+from physattack.errors import InputError
 from physattack.eot import BackgroundBank
 from physattack.render import Renderer
 from physattack.victims import load_detnet
+from physattack.victims.detection import Detections, DetectorOutput
 
 
 class Counting(torch.nn.Module):
@@ -53,3 +57,55 @@ def test_near_sign_tiles_find_on_the_sign_what_every_tile_finds(stop_scene):
         assert torch.allclose(full.scores[a], part.scores[b], atol=1e-5)
         found += int(a.sum())
     assert found >= 3, "DetNet should find the clean sign in most of these frames"
+
+
+class BoxesWhatItSees(torch.nn.Module):
+    """A detector that boxes the bright pixels of each tile: 0.9 where the tile's edge cuts them, 0.6 where the
+    tile holds them whole (the score pattern that made a cut part the box taken: issue 26's seed-3 drives)."""
+
+    input_size, score_threshold = 160, 0.5
+
+    def forward(self, images):
+        out = []
+        for image in images:
+            ys, xs = torch.nonzero(image[0] > 0.5, as_tuple=True)
+            if not len(xs):
+                out.append(Detections.empty())
+                continue
+            box = torch.tensor([[xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]], dtype=torch.float32)
+            cut = bool((box[0, :2] == 0).any() or (box[0, 2:] == self.input_size).any())
+            out.append(Detections(box, torch.tensor([0.9 if cut else 0.6]), torch.tensor([1])))
+        return DetectorOutput(torch.zeros(len(images), 0, 4), torch.zeros(len(images), 0, 2),
+                              torch.zeros(len(images), 0, dtype=torch.bool), out, self.score_threshold)
+
+
+def test_merging_joins_the_part_a_tiles_edge_cuts_to_the_whole_sign_where_suppression_takes_the_part():
+    cam, size = Dashcam(), (0.75, 0.75)
+    tiled = {m: TiledDetector(BoxesWhatItSees(), cam, size, StackSettings(merge=m)) for m in ("nms", "nmm")}
+    t = tiled["nms"]
+    scale, x0, y0, x1, y1 = t.spans[0]                    # a tile of the 2x scale: a 26-px sign across its right edge
+    sign = torch.tensor([[x1 - 8.0, y0 + 30.0, x1 + 5.0, y0 + 43.0]])
+    assert t.search.holding(sign)[0].sum() >= 1, "another tile of the overlap holds the whole sign"
+    region = t.region
+    image = torch.zeros(1, 3, region[3] - region[1], region[2] - region[0])
+    image[:, :, int(sign[0, 1]) - region[1]:int(sign[0, 3]) - region[1],
+          int(sign[0, 0]) - region[0]:int(sign[0, 2]) - region[0]] = 1.0
+    taken = {}
+    for merge, stack in tiled.items():
+        det = stack(image, region, near=sign)[0]
+        hit = _on_sign(det, sign[0], 0.3, 0.5)
+        taken[merge] = det.boxes[hit][det.scores[hit].argmax()]
+    width = float(sign[0, 2] - sign[0, 0])
+    assert float(taken["nms"][2] - taken["nms"][0]) < 0.9 * width, "suppression keeps the cut part (the top score)"
+    assert torch.allclose(taken["nmm"], sign[0], atol=1.0), "merging gives the whole sign's box"
+
+
+def test_merging_is_greedy_per_label_on_the_smaller_boxs_share_and_a_bad_name_is_refused():
+    boxes = torch.tensor([[0.0, 0, 10, 10], [0, 0, 6, 10], [20, 0, 30, 10], [0, 0, 10, 10], [8, 0, 18, 10]])
+    scores, labels = torch.tensor([0.5, 0.9, 0.7, 0.4, 0.3]), torch.tensor([1, 1, 1, 2, 1])
+    b, s, lab = merge_boxes(boxes, scores, labels)
+    assert s.tolist() == pytest.approx([0.9, 0.7, 0.4, 0.3])          # the part took in the whole; labels apart
+    assert b[0].tolist() == [0, 0, 10, 10] and lab.tolist() == [1, 1, 2, 1]
+    assert b[3].tolist() == [8, 0, 18, 10], "a fifth of the smaller box in common does not merge"
+    with pytest.raises(InputError, match="drive.stack.merge must be one of nms, nmm"):
+        StackSettings(merge="union")

@@ -132,3 +132,16 @@ def test_the_same_command_continues_in_the_folder_it_named_or_in_the_runs_drive_
     assert unfinished_report(default) == (run / "drive-2").resolve()
     other = compose_checked("drive", [f"run_dir={run}", f"hydra.run.dir={chosen}", "drive.settings.k=2"])
     assert unfinished_report(other) is None                     # other settings: a new report, never this one
+
+
+def test_a_stack_that_joins_its_tiles_boxes_otherwise_gets_another_key(grey_drives, stop_scene):
+    """The tiles' search and the crops are part of every verdict: a drive kept under suppression is not reused
+    for merging (``drive.stack.merge``), nor one kept with other crops."""
+    _, renderer = grey_drives
+    keys = set()
+    for merge, frame in (("nms", 0.62), ("nmm", 0.62), ("nms", 0.5)):
+        stack = stack_with_panel()
+        stack.tiled.settings = replace(stack.tiled.settings, merge=merge)
+        stack.crop_frame = frame
+        keys.add(judging_key(Judging(stop_scene, {"clean": stop_scene.texture}, renderer, stack, SETTINGS)))
+    assert len(keys) == 3
