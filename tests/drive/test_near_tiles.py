@@ -9,6 +9,7 @@ import torch
 
 from physattack.drive.stacks import StackSettings, TiledDetector, _on_sign, merge_boxes
 from physattack.drive.render import DriveRenderer
+from physattack.drive.report import stack_line
 from physattack.drive.trajectories import Dashcam, DriveSet
 from physattack.errors import InputError
 from physattack.eot import BackgroundBank
@@ -109,3 +110,11 @@ def test_merging_is_greedy_per_label_on_the_smaller_boxs_share_and_a_bad_name_is
     assert b[3].tolist() == [8, 0, 18, 10], "a fifth of the smaller box in common does not merge"
     with pytest.raises(InputError, match="drive.stack.merge must be one of nms, nmm"):
         StackSettings(merge="union")
+
+
+def test_the_report_names_a_stack_that_merges_its_tiles_boxes():
+    info = {"stack": "two-stage", "victims": {"detector": "detnet", "classifier": "signnet"}}
+    assert stack_line(info) == "two-stage (detnet -> signnet)"
+    assert stack_line({**info, "merge": "nmm"}) == "two-stage (detnet, its tiles' boxes merged -> signnet)"
+    assert stack_line({"stack": "detector", "victims": {"detector": "fcos"}, "merge": "nmm"}) == \
+        "detector alone (fcos, its tiles' boxes merged)"
