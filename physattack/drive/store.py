@@ -37,7 +37,8 @@ def judging_key(judging: Judging) -> str:
     parts = {"settings": {f.name: getattr(judging.settings, f.name) for f in fields(judging.settings)
                           if f.name not in ("timelines", "videos", "video_scale")},
              "stack": [stack.kind, stack.names, stack.labels, sorted(stack.panel), list(stack.region)],
-             "search": asdict(stack.tiled.settings) if is_dataclass(getattr(stack.tiled, "settings", None)) else None,
+             "search": asdict(search) if is_dataclass(search := getattr(getattr(stack, "tiled", None), "settings", None))
+             else None,
              "crops": [getattr(stack, "crop_frame", None), getattr(stack, "crop_px", None)],
              "dashcam": asdict(judging.renderer.dashcam) if is_dataclass(judging.renderer.dashcam) else None,
              "scene": judging.scene.name, "photographed": judging.photograph is not None, "chunk": judging.chunk}
