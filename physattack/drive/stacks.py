@@ -74,8 +74,11 @@ class StackSettings:
         merge: how the tiles' detections of a frame are joined: ``nms`` (non-maximum suppression at IoU 0.5 across
             tiles and scales: of two boxes on one sign the higher-scoring stays, so a box on the part of the sign a
             tile's edge cuts can be the one taken) or ``nmm`` (non-maximum merging, as slicing-aided inference does
-            it: SAHI, Akyon et al. ICIP'22; boxes of a class whose intersection covers half of the smaller merge
-            into their union, with the higher score, so a cut part joins the whole sign's box; ``merge_boxes``).
+            it: SAHI, Akyon et al. ICIP'22; of the detections made, those at or above the detector's score threshold,
+            boxes of a class whose intersection covers half of the smaller merge into their union, with the higher
+            score, so a cut part joins the whole sign's box; ``merge_boxes``. The candidates under the threshold are
+            suppressed as before: merged in, a model's many faint boxes around a sign would swell its box past the
+            sign's, and the clean car would miss it).
     """
 
     scales: list = field(default_factory=lambda: [{"scale": 2.0, "distance_m": [40.0, 85.0]},
@@ -296,11 +299,10 @@ class TiledDetector:
                 scores.append(d.scores.detach().cpu())
                 labels.append(d.labels.detach().cpu())
             b, s, lab = torch.cat(boxes), torch.cat(scores), torch.cat(labels)
-            if self.settings.merge == "nmm":
-                out.append(Detections(*merge_boxes(b, s, lab)))
-            else:
-                keep = batched_nms(b, s, lab, 0.5)
-                out.append(Detections(b[keep], s[keep], lab[keep]))
+            made = (s >= self.detector.score_threshold) & (self.settings.merge == "nmm")   # nms: none merged
+            keep = torch.nonzero(~made).flatten()[batched_nms(b[~made], s[~made], lab[~made], 0.5)]
+            merged = merge_boxes(b[made], s[made], lab[made])
+            out.append(Detections(*(torch.cat([m, x[keep]]) for m, x in zip(merged, (b, s, lab)))))
         return out
 
 
