@@ -100,9 +100,9 @@ class FramingDraw:
             Drawn per window (a drive's cut persists over consecutive frames, as a k-of-n verdict needs), at random
             among the tiles that cut the sign. 0 (the default) draws nothing more: on the red team's preset (seeds 3
             and 0, shares 0.25 and 1, with and without replay) the windows read that crop as the drives do and the
-            ConvNeXt's stops stayed where they were (README, "The red team's preset"). The box it models is the one a
-            stack joining its tiles' boxes by suppression takes (``drive.stack.merge=nms``, the default); a stack that
-            merges them (``nmm``) joins the part to the whole sign's box, and under it those stops were not made.
+            ConvNeXt's stops stayed where they were (README, "The red team's preset"). Merging the tiles' boxes
+            (``drive.stack.merge=nmm``) does not remove that box: there DetNet finds no box on the whole sign at its
+            threshold to merge the part into, and the drives were judged the same (README).
     """
 
     neighbours: int = 6
