@@ -2,7 +2,7 @@
 framed that way have it read? A classifier run's patch, one held-out drive, a band of distances.
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/edge_crops.py --run <classifier run, eot=approach> --drive 9 \
-        --near 61 --far 67 [--member zoo_convnext_atto] [--draws 3]
+        --near 61 --far 67 [--member zoo_convnext_atto] [--draws 3] [--tiles]
 
 The drive side renders the held-out drive's frames in the band (``conf/drive``'s drives, the run's evaluation
 backgrounds) and crops them as the two-stage stack does (``square_crops``), once around the sign's own box and once
@@ -12,6 +12,12 @@ effects and training backgrounds) and puts their first frames at the same places
 frame, the member's probability of the sign's class and how many frames it reads as the sign on each side. On the
 red team's preset, seed 3, drive 9 (30 km/h, 6-m lane; 2026-12-06): the sign's box read as the sign in 0 of 22
 frames at 61-67 m, the part in 14 of 22; the windows framed as the part 2-10 of 22, framed on the sign 0 of 22.
+
+``--tiles`` also prints, per frame, each tile of the stack that holds part of the sign: the share it holds and the
+stack detector's best score of a box on the sign there (IoU >= the drives' ``iou``; * at or above its threshold), on
+the clean sign and on the patched one. Same run and drive (2026-12-07): the tile that holds the whole sign finds it
+at 0.75-0.93 clean and at 0.12-0.42 patched (under DetNet's 0.30 in most frames), the tile whose edge cuts it finds
+the part at 0.30-0.56 patched: the patch half-hides the sign from the detector, and the part is what is read.
 """
 
 from __future__ import annotations
@@ -31,6 +37,25 @@ def cut_parts(sign: Tensor, tiles) -> Tensor:
     return torch.where(cuts.any(1)[:, None], parts[torch.arange(len(sign)), k], sign)
 
 
+def tile_score(tiled, image: Tensor, j: int, sign: Tensor, iou: float) -> str:
+    """The detector's best score of a box on ``sign`` (IoU >= ``iou``) on tile ``j`` alone of ``image`` (1×3×h×w,
+    the stack's search region), with * at or above its threshold."""
+    import torch.nn.functional as F
+    from torchvision.ops import box_iou
+
+    tile = tiled.tiles[j]
+    scale, x0, y0 = tiled.spans[j][:3]
+    r, (gx, gy) = tiled.regions[tile.scale_index], tiled.region[:2]
+    crop = image[:, :, r[1] - gy:r[3] - gy, r[0] - gx:r[2] - gx]
+    if scale != 1:
+        crop = F.interpolate(crop, size=(round(crop.shape[-2] * scale), round(crop.shape[-1] * scale)),
+                             mode="bilinear", align_corners=False, antialias=scale < 1)
+    d = tiled.detector(crop[:, :, tile.y:tile.y + tiled.tile, tile.x:tile.x + tiled.tile]).detections[0]
+    on = box_iou(d.boxes.float() / scale + torch.tensor([x0, y0, x0, y0]), sign[None].float())[:, 0] >= iou
+    best = float(d.scores[on].max()) if on.any() else 0.0
+    return f"{best:.2f}{'*' if best >= tiled.detector.score_threshold else ''}"
+
+
 def main() -> None:
     from omegaconf import OmegaConf
 
@@ -38,7 +63,7 @@ def main() -> None:
     from physattack.cli.runs import open_run
     from physattack.drive.framing import box_framing
     from physattack.drive.render import DriveRenderer
-    from physattack.drive.stacks import SearchTiles, StackSettings
+    from physattack.drive.stacks import SearchTiles, StackSettings, TiledDetector
     from physattack.eot.pipeline import ViewPipeline
     from physattack.eot.sampler import sensor_pixels
     from physattack.victims.stack import square_crops
@@ -50,6 +75,7 @@ def main() -> None:
     ap.add_argument("--far", type=float, required=True, help="the band's far end, metres")
     ap.add_argument("--member", default=None, help="an ensemble member to read with (default: the run's victim)")
     ap.add_argument("--draws", type=int, default=3, help="steps of windows drawn")
+    ap.add_argument("--tiles", action="store_true", help="also the stack detector's score on the sign, tile by tile")
     args = ap.parse_args()
     torch.set_grad_enabled(False)
 
@@ -88,6 +114,19 @@ def main() -> None:
         p, top = reads(crops)
         print(f"  drive crops around {name:22s} read {top:2d}/{len(p)}: "
               + " ".join(f"{v:.2f}" for v in p.tolist()))
+    if args.tiles:
+        detector = build.make(node.detector.victim).eval()
+        renderer = DriveRenderer(run.rendering[0], run.eval_bank, dashcam)
+        clean = renderer.render(run.scene, run.scene.texture, sub, tiles.region).images
+        tiled = TiledDetector(detector, dashcam, (width, width), tiles.settings)
+        print(f"  {node.detector.name}'s best score on the sign per tile holding part of it, clean / patched "
+              f"(* at or above its threshold {detector.score_threshold:g}):")
+        for f, distance in enumerate(sub.distance_m.tolist()):
+            cells = [f"{tiled.spans[j][0]:g}x tile {j} holds {share:.2f}: "
+                     + " / ".join(tile_score(tiled, im[f:f + 1], j, sign[f], float(node.settings.iou))
+                                  for im in (clean, rendered.images))
+                     for j, share in enumerate(tiles.parts(sign[f:f + 1])[1][0].tolist()) if share > 0.05]
+            print(f"    {distance:5.1f} m | " + " | ".join(cells))
     ratio, dx, dy = (t.float() for t in box_framing(part, sign))       # as fit.edge frames a window there
     bank = build.make(cfg.eot.backgrounds)
     sampler = build.make(cfg.eot.sampler, background_count=len(bank), _convert_="all")
