@@ -16,8 +16,8 @@ frames at 61-67 m, the part in 14 of 22; the windows framed as the part 2-10 of 
 ``--tiles`` also prints, per frame, each tile of the stack that holds part of the sign: the share it holds and the
 stack detector's best score of a box on the sign there (IoU >= the drives' ``iou``; * at or above its threshold), on
 the clean sign and on the patched one. Same run and drive (2026-12-07): the tile that holds the whole sign finds it
-at 0.75-0.93 clean and at 0.12-0.42 patched (under DetNet's 0.30 in most frames), the tile whose edge cuts it finds
-the part at 0.30-0.56 patched: the patch half-hides the sign from the detector, and the part is what is read.
+at 0.64-0.93 clean and at 0.12-0.42 patched (under DetNet's 0.30 in 14 of 22 frames), the tile whose edge cuts it
+finds the part at 0.30-0.56 patched (65.6-62.2 m): the patch half-hides the sign from the detector, and the part is what is read.
 """
 
 from __future__ import annotations
