@@ -101,8 +101,8 @@ class FramingDraw:
             among the tiles that cut the sign. 0 (the default) draws nothing more: on the red team's preset (seeds 3
             and 0, shares 0.25 and 1, with and without replay) the windows read that crop as the drives do and the
             ConvNeXt's stops stayed where they were (README, "The red team's preset"). Merging the tiles' boxes
-            (``drive.stack.merge=nmm``) does not remove that box: there DetNet finds no box on the whole sign at its
-            threshold to merge the part into, and the drives were judged the same (README).
+            (``drive.stack.merge=nmm``) does not remove that box: there DetNet mostly finds no box on the whole sign at
+            its threshold to merge the part into, and the drives were judged the same (README).
     """
 
     neighbours: int = 6
