@@ -40,17 +40,12 @@ def cut_parts(sign: Tensor, tiles) -> Tensor:
 def tile_score(tiled, image: Tensor, j: int, sign: Tensor, iou: float) -> str:
     """The detector's best score of a box on ``sign`` (IoU >= ``iou``) on tile ``j`` alone of ``image`` (1×3×h×w,
     the stack's search region), with * at or above its threshold."""
-    import torch.nn.functional as F
     from torchvision.ops import box_iou
 
     tile = tiled.tiles[j]
     scale, x0, y0 = tiled.spans[j][:3]
-    r, (gx, gy) = tiled.regions[tile.scale_index], tiled.region[:2]
-    crop = image[:, :, r[1] - gy:r[3] - gy, r[0] - gx:r[2] - gx]
-    if scale != 1:
-        crop = F.interpolate(crop, size=(round(crop.shape[-2] * scale), round(crop.shape[-1] * scale)),
-                             mode="bilinear", align_corners=False, antialias=scale < 1)
-    d = tiled.detector(crop[:, :, tile.y:tile.y + tiled.tile, tile.x:tile.x + tiled.tile]).detections[0]
+    scaled = tiled.scaled_regions(image, tiled.region)[tile.scale_index]
+    d = tiled.detector(scaled[:, :, tile.y:tile.y + tiled.tile, tile.x:tile.x + tiled.tile]).detections[0]
     on = box_iou(d.boxes.float() / scale + torch.tensor([x0, y0, x0, y0]), sign[None].float())[:, 0] >= iou
     best = float(d.scores[on].max()) if on.any() else 0.0
     return f"{best:.2f}{'*' if best >= tiled.detector.score_threshold else ''}"

@@ -263,18 +263,8 @@ class TiledDetector:
         ``near`` (T×4 full-frame boxes, the sign's in each frame): scan only the tiles that meet the box
         widened by its own size on every side (all a detection on the sign, or one that could suppress
         it, comes from); None scans every tile."""
-        gx, gy = region[0], region[1]
         t = images.shape[0]
-        scaled_all = []
-        for i, (s, r) in enumerate(zip(self.scales, self.regions)):
-            crop = images[:, :, r[1] - gy:r[3] - gy, r[0] - gx:r[2] - gx]
-            size = (round(crop.shape[-2] * s.scale), round(crop.shape[-1] * s.scale))
-            scaled = crop if s.scale == 1 else F.interpolate(crop, size=size, mode="bilinear", align_corners=False,
-                                                             antialias=s.scale < 1)
-            short = (max(0, self.tile - scaled.shape[-1]), max(0, self.tile - scaled.shape[-2]))
-            if any(short):                           # a frame smaller than one tile
-                scaled = F.pad(scaled, (0, short[0], 0, short[1]), mode="replicate")
-            scaled_all.append(scaled)
+        scaled_all = self.scaled_regions(images, region)
         wanted = self.search.near(near) if near is not None else torch.ones(t, len(self.tiles), dtype=torch.bool)
         pairs = torch.nonzero(wanted).tolist()                       # frame-major (frame, tile) pairs
         device = next((p.device for p in self.detector.parameters()), images.device)
@@ -303,6 +293,23 @@ class TiledDetector:
             keep = torch.nonzero(~made).flatten()[batched_nms(b[~made], s[~made], lab[~made], 0.5)]
             merged = merge_boxes(b[made], s[made], lab[made])
             out.append(Detections(*(torch.cat([m, x[keep]]) for m, x in zip(merged, (b, s, lab)))))
+        return out
+
+
+    def scaled_regions(self, images: Tensor, region: Region) -> list[Tensor]:
+        """Each scale's search region of ``images`` (T×3×h×w showing ``region``) at that scale, padded to at least one
+        tile: tile k's input is ``[..., y:y + tile, x:x + tile]`` of entry ``tiles[k].scale_index``."""
+        gx, gy = region[0], region[1]
+        out = []
+        for s, r in zip(self.scales, self.regions):
+            crop = images[:, :, r[1] - gy:r[3] - gy, r[0] - gx:r[2] - gx]
+            size = (round(crop.shape[-2] * s.scale), round(crop.shape[-1] * s.scale))
+            scaled = crop if s.scale == 1 else F.interpolate(crop, size=size, mode="bilinear", align_corners=False,
+                                                             antialias=s.scale < 1)
+            short = (max(0, self.tile - scaled.shape[-1]), max(0, self.tile - scaled.shape[-2]))
+            if any(short):                           # a frame smaller than one tile
+                scaled = F.pad(scaled, (0, short[0], 0, short[1]), mode="replicate")
+            out.append(scaled)
         return out
 
 
