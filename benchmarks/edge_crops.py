@@ -37,14 +37,14 @@ def cut_parts(sign: Tensor, tiles) -> Tensor:
     return torch.where(cuts.any(1)[:, None], parts[torch.arange(len(sign)), k], sign)
 
 
-def tile_score(tiled, image: Tensor, j: int, sign: Tensor, iou: float) -> str:
-    """The detector's best score of a box on ``sign`` (IoU >= ``iou``) on tile ``j`` alone of ``image`` (1×3×h×w,
-    the stack's search region), with * at or above its threshold."""
+def tile_score(tiled, scaled: list[Tensor], j: int, sign: Tensor, iou: float) -> str:
+    """The detector's best score of a box on ``sign`` (IoU >= ``iou``) on tile ``j`` alone of one frame (``scaled``:
+    its ``TiledDetector.scaled_regions``), with * at or above its threshold."""
     from torchvision.ops import box_iou
 
     tile = tiled.tiles[j]
     scale, x0, y0 = tiled.spans[j][:3]
-    scaled = tiled.scaled_regions(image, tiled.region)[tile.scale_index]
+    scaled = scaled[tile.scale_index]
     d = tiled.detector(scaled[:, :, tile.y:tile.y + tiled.tile, tile.x:tile.x + tiled.tile]).detections[0]
     on = box_iou(d.boxes.float() / scale + torch.tensor([x0, y0, x0, y0]), sign[None].float())[:, 0] >= iou
     best = float(d.scores[on].max()) if on.any() else 0.0
@@ -117,9 +117,9 @@ def main() -> None:
         print(f"  {node.detector.name}'s best score on the sign per tile holding part of it, clean / patched "
               f"(* at or above its threshold {detector.score_threshold:g}):")
         for f, distance in enumerate(sub.distance_m.tolist()):
+            scaled = [tiled.scaled_regions(im[f:f + 1], tiles.region) for im in (clean, rendered.images)]
             cells = [f"{tiled.spans[j][0]:g}x tile {j} holds {share:.2f}: "
-                     + " / ".join(tile_score(tiled, im[f:f + 1], j, sign[f], float(node.settings.iou))
-                                  for im in (clean, rendered.images))
+                     + " / ".join(tile_score(tiled, sc, j, sign[f], float(node.settings.iou)) for sc in scaled)
                      for j, share in enumerate(tiles.parts(sign[f:f + 1])[1][0].tolist()) if share > 0.05]
             print(f"    {distance:5.1f} m | " + " | ".join(cells))
     ratio, dx, dy = (t.float() for t in box_framing(part, sign))       # as fit.edge frames a window there

@@ -289,12 +289,8 @@ class TiledDetector:
                 scores.append(d.scores.detach().cpu())
                 labels.append(d.labels.detach().cpu())
             b, s, lab = torch.cat(boxes), torch.cat(scores), torch.cat(labels)
-            made = (s >= self.detector.score_threshold) & (self.settings.merge == "nmm")   # nms: none merged
-            keep = torch.nonzero(~made).flatten()[batched_nms(b[~made], s[~made], lab[~made], 0.5)]
-            merged = merge_boxes(b[made], s[made], lab[made])
-            out.append(Detections(*(torch.cat([m, x[keep]]) for m, x in zip(merged, (b, s, lab)))))
+            out.append(Detections(*join_boxes(b, s, lab, self.settings.merge, self.detector.score_threshold)))
         return out
-
 
     def scaled_regions(self, images: Tensor, region: Region) -> list[Tensor]:
         """Each scale's search region of ``images`` (T×3×h×w showing ``region``) at that scale, padded to at least one
@@ -311,6 +307,20 @@ class TiledDetector:
                 scaled = F.pad(scaled, (0, short[0], 0, short[1]), mode="replicate")
             out.append(scaled)
         return out
+
+
+def join_boxes(boxes: Tensor, scores: Tensor, labels: Tensor, merge: str, threshold: float
+               ) -> tuple[Tensor, Tensor, Tensor]:
+    """One frame's boxes from all its tiles, joined as ``StackSettings.merge`` says: ``nms`` suppresses at IoU 0.5;
+    ``nmm`` merges the detections made (score >= ``threshold``, ``merge_boxes``) and suppresses the faint rest."""
+    if merge == "nms":
+        keep = batched_nms(boxes, scores, labels, 0.5)
+        return boxes[keep], scores[keep], labels[keep]
+    made = scores >= threshold
+    faint = torch.nonzero(~made).flatten()
+    faint = faint[batched_nms(boxes[faint], scores[faint], labels[faint], 0.5)]
+    merged = merge_boxes(boxes[made], scores[made], labels[made])
+    return tuple(torch.cat([m, x[faint]]) for m, x in zip(merged, (boxes, scores, labels)))
 
 
 def merge_boxes(boxes: Tensor, scores: Tensor, labels: Tensor, ios: float = 0.5) -> tuple[Tensor, Tensor, Tensor]:
