@@ -56,6 +56,7 @@ class AttackSetup:
     victim_name: str | None = None      # what reports call the victim (a query attack's headline)
     placed: bool = False                # the patch's stickers are placed already (init=): no mask search
     guide: nn.Module | None = None      # the init= run's victim(s), held white-box: a query attack's keep
+    seen: Callable | None = None        # approach windows: the stack detector's term (physattack.attack.seen.SeenTerm)
 
 
 @dataclass
@@ -391,6 +392,10 @@ class EOTAttack:
         nps = non_printability_score(colors, loop.palette, patch.mask)
         tv = total_variation(colors, patch.mask)
         loss = adv + self.nps_weight * nps + self.tv_weight * tv
+        seen = None                 # the stack detector's term (eot.sampler.seen): its loss and the tiles it read
+        if s.seen is not None and draw.windows is not None and draw.windows.seen is not None:
+            seen = s.seen(s.scene, texture, draw.windows.seen)
+            loss = loss + seen[0]
         if loop.members is None:
             grad_norm = self._descend(loop, loss)
             with torch.no_grad():
@@ -405,6 +410,8 @@ class EOTAttack:
         record = {"step": state.step, "loss": float(loss.detach()), "adv_loss": float(adv.detach()),
                   "nps": float(nps.detach()), "tv": float(tv.detach()), "batch_success": success,
                   "running_success": state.ema_success, "lr": loop.sched.get_last_lr()[0], "grad_norm": grad_norm}
+        if seen is not None:
+            record.update(seen_loss=float(seen[0].detach()), detector_seen=seen[1])
         if loop.members is not None:
             record.update(per_member)
         state.history.append(record)

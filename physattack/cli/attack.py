@@ -179,7 +179,7 @@ def attack_and_report(parts: AttackParts, run: RunConfig, run_dir: Path, tracker
                         palette=parts.palette, colour_model=parts.colour_model,
                         judge=parts.kind.judge(parts, run),
                         victim_name="+".join(parts.victim_names), placed=parts.init is not None,
-                        guide=parts.guide)
+                        guide=parts.guide, seen=parts.seen)
     result = parts.attack.run(setup, run, run_dir, tracker)
     attack_seconds = time.time() - t0
     patch.load_state_dict(result.best_state)

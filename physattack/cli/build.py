@@ -270,6 +270,29 @@ def approach_framing(sampler, cfg: DictConfig, *, scene, renderer, backgrounds, 
     return sampler
 
 
+def seen_term(sampler, attack, *, scene, renderer, backgrounds, colour_model, print_retroreflects: bool = False):
+    """The stack detector's term of a classifier's approach windows (``eot.sampler.seen``,
+    ``physattack.attack.seen.SeenTerm``): the detector of the sampler's framing, its tiles rendered at its input size
+    over the training ``backgrounds`` and printed as the run prints; None when the term is off."""
+    from physattack.drive.approach import ApproachSampler
+    from physattack.attack.seen import SeenTerm
+    from physattack.eot import ViewPipeline
+
+    if not isinstance(sampler, ApproachSampler) or not sampler.seen.on:
+        return None
+    if sampler.framing is None:
+        raise InputError("eot.sampler.seen keeps the stack's detector reading the sign for a classifier's windows; a "
+                         "detector (attack=hide) reads its own tiles: set eot.sampler.seen.weight=0.")
+    if getattr(attack, "placement", None) is not None:
+        raise InputError("eot.sampler.seen renders the patch as designed, and attack.placement moves each view's "
+                         "stickers: set attack.placement=null or eot.sampler.seen.weight=0.")
+    detector = sampler.framing.tiled.detector
+    size = (int(detector.input_size),) * 2
+    pipeline = photographed(ViewPipeline(renderer, backgrounds, size, print_retroreflects=print_retroreflects),
+                            colour_model)
+    return SeenTerm(sampler.seen, detector, pipeline, detector.label_index(scene.class_name))
+
+
 def camera_stage(pipeline):
     """The colour model's camera stage of a (photographed) view pipeline, or None."""
     from physattack.printing.colour import PhotographedPipeline

@@ -41,6 +41,7 @@ class AttackParts:
     area: object | None = None    # the area frontier's settings (``evaluation.area``) when the run gets one
     init: tuple | None = None     # ``init=``: (the run, its Prior: the victims it and its chain attacked)
     guide: object | None = None   # ``init=``'s victim(s), built when a query attack keeps them (attack.query.keep)
+    seen: object | None = None    # the stack detector's term of a classifier's windows (eot.sampler.seen)
 
     @property
     def palette(self) -> torch.Tensor:
@@ -82,6 +83,8 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     retro = build.print_retroreflects(cfg)
     pipeline = build.photographed(ViewPipeline(renderer, bank, size, print_retroreflects=retro), colour_model)
     eval_pipeline = build.photographed(ViewPipeline(renderer, eval_bank, size, print_retroreflects=retro), colour_model)
+    seen = build.seen_term(sampler, attack, scene=scene, renderer=renderer, backgrounds=bank, colour_model=colour_model,
+                           print_retroreflects=retro)
     names = build.victim_names(cfg, victim)
     protocol = None
     if cfg.get("evaluation") is not None and cfg.evaluation.enabled:
@@ -95,7 +98,7 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     guide = init_victims(run.init, device, run.channels_last) if query is not None and query.needs_members else None
     return AttackParts(scene, victim, attack, patch, kind, pipeline, sampler, eval_pipeline, grid,
                        (palette, colour_model), build.export_options(cfg), protocol, names, area,
-                       (str(run.init), prior) if run.init else None, guide)
+                       (str(run.init), prior) if run.init else None, guide, seen)
 
 
 def init_victims(init: str | None, device, channels_last: bool = False):

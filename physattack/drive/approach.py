@@ -44,6 +44,7 @@ from physattack.drive.surrogate import stop_margin
 from physattack.drive.conditions import Conditions
 from physattack.drive.framing import BoxMeasurements, DetectorFraming, Framing
 from physattack.drive.render import frame_background_crop
+from physattack.drive.seen import SeenSettings
 from physattack.drive.trajectories import Dashcam, braking_distance_m, face_corners, projected_boxes, random_drives
 from physattack.eot.params import SceneParams
 from physattack.eot.sampler import ViewSampler, _uniform, sensor_pixels
@@ -103,6 +104,7 @@ class Windows:
     usable: Tensor | None = None     # drives: each drive's windows before its braking point (its usable frames)
     places: Tensor | None = None     # drives×segments×3: each window's drive speed (km/h), lane offset (m), first (m)
     memory: "ReplayMemory | None" = None   # where ``success`` puts the windows that stopped the car (``replay``)
+    seen: SceneParams | None = None  # some window frames on the stack detector's tiles that hold the sign (``seen``)
 
     @property
     def frames(self) -> int:
@@ -216,6 +218,9 @@ class ApproachSampler:
             of the last 64, ``ReplayMemory``): its speed, lane offset and distance as its last window, its light,
             camera effects and background drawn afresh. The drives are lost at a few places that random windows
             seldom draw; 0 (the default) draws every drive afresh.
+        seen: a classifier's: ``physattack.drive.seen.SeenSettings``, a term that keeps the stack's detector reading
+            the whole sign on the tiles of a few window frames a step (``Windows.seen``: those tiles' rows); off by
+            default.
     """
 
     dashcam: Dashcam = field(default_factory=Dashcam)
@@ -244,6 +249,7 @@ class ApproachSampler:
     tile_share: float = 1.0
     background: str = "view"
     replay: float = 0.0
+    seen: SeenSettings = field(default_factory=SeenSettings)
 
     def __post_init__(self) -> None:
         key = "eot.sampler."
@@ -257,6 +263,7 @@ class ApproachSampler:
             self.views = ViewSampler(**self.views)
         if isinstance(self.conditions, dict):
             self.conditions = Conditions(**self.conditions)
+        self.seen = SeenSettings.of(self.seen)
         if self.background_count is not None:
             self.view = replace(self.view, background_count=self.background_count)
             if isinstance(self.views, ViewSampler):
@@ -355,14 +362,17 @@ class ApproachSampler:
             left -= len(parts[-1])
         return SceneParams.cat(parts)
 
-    def _tiled(self, params: SceneParams, x: Tensor, y: Tensor, along_m: Tensor) -> tuple[SceneParams, Tensor]:
+    def _tiled(self, params: SceneParams, x: Tensor, y: Tensor, along_m: Tensor, search=None,
+               share: float | None = None) -> tuple[SceneParams, Tensor]:
         """``params`` (one per window frame, the sign ``x`` right and ``y`` below the camera, ``along_m`` ahead)
-        as the rows of the tiles the drive's detector reads each frame on (``SearchTiles.reading``, ``tile_share``):
+        as the rows of the tiles the drive's detector reads each frame on (``search``'s ``reading``: a
+        ``SearchTiles``, ``tiles`` when None; tiles holding ``share`` of the sign's box, ``tile_share`` when None):
         the sign at its place and size in each tile (partly outside a tile that cuts it); returns the rows and the
         frame of each."""
-        search = self.tiles
+        search = self.tiles if search is None else search
         boxes = self._boxes(x, y, along_m)
-        frame, tile = torch.nonzero(search.reading(boxes, self.tile_share), as_tuple=True)
+        share = self.tile_share if share is None else share
+        frame, tile = torch.nonzero(search.reading(boxes, share), as_tuple=True)
         scale, origin, b = search.tile_scales[tile], search.extents[tile, :2], boxes[frame]
         side = float(search.tile)
         share = (b[:, 2] - b[:, 0]) * scale / side
@@ -498,6 +508,7 @@ class ApproachSampler:
             centre = (box[:, :2] + box[:, 2:]) / 2 - torch.stack([shift_x, shift_y], -1).double() * side[:, None]
             crop = torch.cat([centre - side[:, None] / 2, centre + side[:, None] / 2], 1)
             params = replace(params, **frame_background_crop(crop, self.dashcam))
+        seen = self._seen(params, flat(x), flat(y), flat(dist), g) if self.tiles is None else None
         if self.tiles is not None:
             params, group = self._tiled(params, flat(x), flat(y), flat(dist))
             found = found[group]
@@ -505,7 +516,16 @@ class ApproachSampler:
             params = SceneParams.cat([params, self.views.sample(self.views_per_step, g)])
         usable = ((far - near) / step_m).floor().clamp(min=0) + 1       # the windows the drawn ones stand for
         places = torch.stack([speed[:, None].expand(d, s), offset[:, None].expand(d, s), first], -1)
-        return Windows(params, found, d, s, self.decision, group, usable, places, self._memory)
+        return Windows(params, found, d, s, self.decision, group, usable, places, self._memory, seen)
+
+    def _seen(self, params: SceneParams, x: Tensor, y: Tensor, dist: Tensor, g: torch.Generator) -> SceneParams | None:
+        """``seen.frames`` window frames drawn at random, as the rows of the stack detector's tiles that hold the
+        sign whole (``seen``); None when the term is off or no detector framing is attached (nothing drawn then)."""
+        if not self.seen.on or self.framing is None:
+            return None
+        pick = torch.randperm(len(dist), generator=g)[:self.seen.frames]
+        rows, _ = self._tiled(params[pick], x[pick], y[pick], dist[pick], self.framing.tiled.search, 1.0)
+        return rows
 
     def _replayed(self, drives: int, g: torch.Generator) -> Tensor:
         """k×3: the remembered windows this step's first k drives redraw (``replay``); none while the memory is

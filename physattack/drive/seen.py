@@ -1,0 +1,59 @@
+"""The stack's detector still boxes the whole sign: a classifier run's term on the drive detector's tiles (issue 26).
+
+A classifier's approach windows are framed by the stack's detector (``physattack.drive.framing``), measured on the
+current patch and detached: the optimizer learns what the classifier reads *given* the detector's boxes, never what
+the patch does to the detector. A patch fitted to classifiers alone can half-hide the sign from the detector it was
+never fitted to: on the red team's preset (seed 3) the tile that holds the whole far sign scored it under the
+threshold in 14 of 22 frames at 61-67 m while a tile whose edge cuts the sign still found the part it shows, and the
+classifier's crop of that part read *stop* (``benchmarks/edge_crops.py --tiles``). The car then stops on a sign the
+patch had fooled whenever it was boxed whole.
+
+``SeenSettings`` (``eot.sampler.seen``) adds, for a few window frames a step, the detector's reading of the sign on
+every tile of the stack's search that holds it whole (rendered at the detector's input size, at the sign's place and
+scale in that tile), and a hinge that keeps that reading at or above ``reading`` (the odds of the best candidate on
+the sign over the operating threshold's, as a probability: ½ at the threshold). It asks the detector to *see* the
+sign, never to miss it, so a held-out classifier behind the same detector is not flattered: the term only makes
+the boxes the members were attacked through the boxes the car takes. It uses the detector's gradient; the stack's
+detector is the one the framing already runs (``drive.detector``, DetNet by default). The term's loss is
+``physattack.attack.seen.SeenTerm``'s (the optimization reads the detector; this part only draws the rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from physattack.errors import check_range
+
+
+@dataclass
+class SeenSettings:
+    """``eot.sampler.seen``: the stack's detector keeps reading the whole sign (see the module docstring).
+
+    Args:
+        weight: of the hinge beside the classifiers' loss; 0 (the default) adds nothing and renders nothing more.
+        frames: window frames a step reads on the detector's tiles (drawn at random from the step's windows).
+        reading: the detector's reading (odds over its threshold's, as a probability) the hinge keeps each whole
+            tile at; 0.75 is a score of 0.56 at DetNet's threshold of 0.3.
+    """
+
+    weight: float = 0.0
+    frames: int = 16
+    reading: float = 0.75
+
+    def __post_init__(self) -> None:
+        key = "eot.sampler.seen."
+        check_range(key + "weight", self.weight, 0.0, why="the detector term's weight beside the classifiers' loss")
+        check_range(key + "frames", self.frames, 1, integer=True, why="window frames a step reads on the tiles")
+        check_range(key + "reading", self.reading, 0.0, 1.0, lo_open=True, hi_open=True,
+                    why="the detector's reading to keep, ½ at its threshold")
+
+    @classmethod
+    def of(cls, value) -> "SeenSettings":
+        return value if isinstance(value, cls) else cls(**dict(value or {}))
+
+    @property
+    def on(self) -> bool:
+        return self.weight > 0
+
+
+__all__ = ["SeenSettings"]

@@ -1,0 +1,132 @@
+"""The stack detector's term of a classifier's approach windows (physattack/drive/seen.py, eot.sampler.seen): its rows
+are the window frames on the stack's tiles that hold the sign whole, the sign where each tile has it; its hinge
+rises when the sign is hidden from the detector and its gradient reaches the texture; the loop adds it and records
+the share of tiles the detector reads; bad settings name their key."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from physattack.drive.approach import ApproachSampler
+from physattack.drive.framing import DetectorFraming
+from physattack.attack.seen import SeenSettings, SeenTerm
+from physattack.drive.trajectories import Dashcam
+from physattack.eot import BackgroundBank, ViewPipeline
+from physattack.errors import InputError
+
+
+@pytest.fixture(scope="module")
+def tiles():
+    from physattack.drive.stacks import SearchTiles, StackSettings
+
+    return SearchTiles(160, Dashcam(), (0.75, 0.75), StackSettings())
+
+
+def _sampler(tiles, **seen) -> ApproachSampler:
+    framing = DetectorFraming(SimpleNamespace(search=tiles), None)
+    return ApproachSampler(drives=3, segments=2, background_count=4, framing=framing, seen=seen or None)
+
+
+def test_its_rows_are_window_frames_on_the_tiles_that_hold_the_sign_whole(stop_scene, tiles):
+    """``frames`` window frames a step, each on every tile of the stack's search that holds its sign whole (a far
+    sign at 2x and 1x): rendered at the detector's 160 px the sign lies inside each tile, at its tile's scale. Off
+    (the default), nothing is rendered and nothing more drawn: the windows are those of a sampler without it."""
+    from physattack.render import Renderer
+
+    s = _sampler(tiles, weight=1.0, frames=6)
+    w = s.windows(torch.Generator().manual_seed(0))
+    rows = w.seen
+    assert rows is not None and 6 <= len(rows) <= 6 * len(tiles.tiles)
+    assert set(rows.sensor_px.round().tolist()) <= {80.0, 160.0}
+    with torch.no_grad():
+        views = ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (160, 160))(stop_scene, stop_scene.texture, rows,
+                                                                                 effects=False)
+    assert (views.boxes[:, :2] >= -0.5).all() and (views.boxes[:, 2:] <= 160.5).all()
+    assert ((views.boxes[:, 2] - views.boxes[:, 0]) - rows.frame * 160).abs().max() < 1.5
+    off = _sampler(tiles).windows(torch.Generator().manual_seed(0))
+    plain = ApproachSampler(drives=3, segments=2, background_count=4,
+                            framing=DetectorFraming(SimpleNamespace(search=tiles), None))
+    assert off.seen is None
+    assert torch.equal(off.params.distance_m, plain.windows(torch.Generator().manual_seed(0)).params.distance_m)
+    assert _sampler(tiles, weight=1.0).windows(torch.Generator().manual_seed(0)).seen is not None
+    assert ApproachSampler(drives=2, background_count=4, seen={"weight": 1.0}).windows(
+        torch.Generator().manual_seed(0)).seen is None                    # no detector framing: no tiles to read
+
+
+def test_the_hinge_rises_when_the_sign_is_hidden_and_its_gradient_reaches_the_texture(stop_scene, tiles):
+    """Through the bundled DetNet: the clean sign on the tiles of near window frames reads at or above the kept
+    reading (the hinge near 0, most tiles read); the face painted grey reads far less (the hinge well above), and the
+    term's gradient reaches the face's texels."""
+    from physattack.render import Renderer
+    from physattack.victims import load_detnet
+
+    detnet = load_detnet().eval()
+    s = ApproachSampler(drives=4, segments=1, background_count=4, start_m=30.0, speed_kmh=(30.0, 40.0),
+                        framing=DetectorFraming(SimpleNamespace(search=tiles), None), seen={"weight": 1.0,
+                                                                                            "frames": 8})
+    rows = s.windows(torch.Generator().manual_seed(1)).seen
+    term = SeenTerm(s.seen, detnet, ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (160, 160)),
+                    detnet.label_index("stop"))
+    clean, seen_clean = term(stop_scene, stop_scene.texture, rows)
+    hidden, seen_hidden = term(stop_scene, torch.full_like(stop_scene.texture, 0.5), rows)   # a grey octagon
+    assert float(clean) < 0.1 and seen_clean >= 0.75, (float(clean), seen_clean)
+    assert float(hidden) > float(clean) + 0.5 and seen_hidden < seen_clean, (float(hidden), seen_hidden)
+    t = stop_scene.texture.clone().requires_grad_(True)
+    loss, _ = term(stop_scene, t * 0.6, rows)
+    loss.backward()
+    assert t.grad is not None and float(t.grad.abs().sum()) > 0
+
+
+def test_the_loop_adds_it_and_records_what_the_detector_reads(stop_scene, signnet, tmp_path, tiles):
+    """In the EOT loop a classifier's step adds the term's loss to its own and records ``detector_seen``; without
+    the term (``AttackSetup.seen`` None) the record has no such key."""
+    from physattack.attack import AttackSetup, EOTAttack
+    from physattack.config import RunConfig
+    from physattack.patch import sticker_for_scene
+    from physattack.printing import load_palette
+    from physattack.render import Renderer
+
+    calls = []
+
+    def term(scene, texture, rows):
+        calls.append(len(rows))
+        return texture.mean() * 0 + 1.0, 0.5
+
+    pipe = ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (64, 64))
+    records = {}
+    for name, seen in (("with", term), ("without", None)):
+        torch.manual_seed(0)
+        sampler = _sampler(tiles, weight=1.0, frames=3)
+        sampler.refit_due = lambda step: False            # the hand framing: no detector to fit here
+        setup = AttackSetup(scene=stop_scene, patch=sticker_for_scene(stop_scene, shape="bars"), victim=signnet.eval(),
+                            pipeline=pipe, sampler=sampler, palette=load_palette(None), seen=seen)
+        result = EOTAttack(steps=2, checkpoint_every=0, mask_search_steps=0).run(
+            setup, RunConfig(seed=0, progress=False), tmp_path / name)
+        records[name] = result.history
+    assert len(calls) == 2 and all(c >= 3 for c in calls)
+    assert all(r["detector_seen"] == 0.5 and r["seen_loss"] == 1.0 for r in records["with"])
+    assert all("detector_seen" not in r for r in records["without"])
+    assert records["with"][0]["loss"] == pytest.approx(records["without"][0]["loss"] + 1.0, abs=1e-4)
+
+
+@pytest.mark.parametrize("key, value", [("weight", -1.0), ("frames", 0), ("reading", 1.0)])
+def test_bad_settings_name_their_key(key, value):
+    with pytest.raises(InputError, match=f"eot.sampler.seen.{key}"):
+        SeenSettings(**{key: value})
+
+
+def test_the_builder_refuses_it_where_it_cannot_apply(tiles):
+    """A detector's windows (attack=hide reads its own tiles) and per-view placement error each get one sentence."""
+    from physattack.cli.build import seen_term
+
+    hide = ApproachSampler(drives=2, background_count=4, seen={"weight": 1.0}).for_detector(160)
+    with pytest.raises(InputError, match="attack=hide"):
+        seen_term(hide, SimpleNamespace(placement=None), scene=None, renderer=None, backgrounds=None,
+                  colour_model=None)
+    with pytest.raises(InputError, match="attack.placement=null"):
+        seen_term(_sampler(tiles, weight=1.0), SimpleNamespace(placement={"sigma": 1}), scene=None, renderer=None,
+                  backgrounds=None, colour_model=None)
+    assert seen_term(_sampler(tiles), None, scene=None, renderer=None, backgrounds=None, colour_model=None) is None
