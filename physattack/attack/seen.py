@@ -7,11 +7,12 @@ import torch
 from torch import Tensor
 
 from physattack.attack.detection_objectives import hidden, sign_reading
-from physattack.drive.seen import SeenSettings
+from physattack.drive.seen import SeenRows, SeenSettings
 
 
 class SeenTerm:
-    """The term itself: ``(scene, texture, rows) -> (loss, share of rows the detector reads)``.
+    """The term itself: ``(scene, texture, rows) -> (loss, share of the drawn frames the detector reads)``: the
+    hinge on each drawn frame's best reading over its tiles (``SeenRows``), averaged over the frames.
 
     Args:
         settings: ``SeenSettings``.
@@ -23,15 +24,19 @@ class SeenTerm:
     def __init__(self, settings: SeenSettings, detector, pipeline, label: int):
         self.settings, self.detector, self.pipeline, self.label = settings, detector, pipeline, int(label)
 
-    def __call__(self, scene, texture: Tensor, rows) -> tuple[Tensor, float]:
-        views = self.pipeline(scene, texture, rows)
+    def __call__(self, scene, texture: Tensor, rows: SeenRows) -> tuple[Tensor, float]:
+        views = self.pipeline(scene, texture, rows.params)
         output = self.detector(views.images)
-        reading = sign_reading(output, self.label, views)
-        target = torch.tensor(self.settings.reading, device=reading.device).log()
-        loss = (target - reading.clamp(min=1e-6).log()).clamp(min=0).mean()
+        _, frame = torch.unique(rows.frame.to(texture.device), return_inverse=True)     # the frames with a tile
+        frames = int(frame.max()) + 1
+        reading = sign_reading(output, self.label, views).clamp(min=1e-6)
+        best = reading.new_zeros(frames).scatter_reduce(0, frame, reading, "amax", include_self=False)
+        target = torch.tensor(self.settings.reading, device=best.device).log()
+        loss = (target - best.clamp(min=1e-6).log()).clamp(min=0).mean()
         with torch.no_grad():
-            seen = float((~hidden(output, self.label, views)).float().mean())
+            found = (~hidden(output, self.label, views)).float()
+            seen = float(found.new_zeros(frames).scatter_reduce(0, frame, found, "amax", include_self=False).mean())
         return self.settings.weight * loss, seen
 
 
-__all__ = ["SeenSettings", "SeenTerm"]
+__all__ = ["SeenRows", "SeenSettings", "SeenTerm"]

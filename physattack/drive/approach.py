@@ -44,7 +44,7 @@ from physattack.drive.surrogate import stop_margin
 from physattack.drive.conditions import Conditions
 from physattack.drive.framing import BoxMeasurements, DetectorFraming, Framing
 from physattack.drive.render import frame_background_crop
-from physattack.drive.seen import SeenSettings
+from physattack.drive.seen import SeenRows, SeenSettings
 from physattack.drive.trajectories import Dashcam, braking_distance_m, face_corners, projected_boxes, random_drives
 from physattack.eot.params import SceneParams
 from physattack.eot.sampler import ViewSampler, _uniform, sensor_pixels
@@ -104,7 +104,7 @@ class Windows:
     usable: Tensor | None = None     # drives: each drive's windows before its braking point (its usable frames)
     places: Tensor | None = None     # drives×segments×3: each window's drive speed (km/h), lane offset (m), first (m)
     memory: "ReplayMemory | None" = None   # where ``success`` puts the windows that stopped the car (``replay``)
-    seen: SceneParams | None = None  # some window frames on the stack detector's tiles that hold the sign (``seen``)
+    seen: SeenRows | None = None     # some window frames on the stack detector's tiles that hold the sign (``seen``)
 
     @property
     def frames(self) -> int:
@@ -518,14 +518,13 @@ class ApproachSampler:
         places = torch.stack([speed[:, None].expand(d, s), offset[:, None].expand(d, s), first], -1)
         return Windows(params, found, d, s, self.decision, group, usable, places, self._memory, seen)
 
-    def _seen(self, params: SceneParams, x: Tensor, y: Tensor, dist: Tensor, g: torch.Generator) -> SceneParams | None:
+    def _seen(self, params: SceneParams, x: Tensor, y: Tensor, dist: Tensor, g: torch.Generator) -> SeenRows | None:
         """``seen.frames`` window frames drawn at random, as the rows of the stack detector's tiles that hold the
         sign whole (``seen``); None when the term is off or no detector framing is attached (nothing drawn then)."""
         if not self.seen.on or self.framing is None:
             return None
         pick = torch.randperm(len(dist), generator=g)[:self.seen.frames]
-        rows, _ = self._tiled(params[pick], x[pick], y[pick], dist[pick], self.framing.tiled.search, 1.0)
-        return rows
+        return SeenRows(*self._tiled(params[pick], x[pick], y[pick], dist[pick], self.framing.tiled.search, 1.0))
 
     def _replayed(self, drives: int, g: torch.Generator) -> Tensor:
         """k×3: the remembered windows this step's first k drives redraw (``replay``); none while the memory is

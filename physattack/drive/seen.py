@@ -10,7 +10,8 @@ patch had fooled whenever it was boxed whole.
 
 ``SeenSettings`` (``eot.sampler.seen``) adds, for a few window frames a step, the detector's reading of the sign on
 every tile of the stack's search that holds it whole (rendered at the detector's input size, at the sign's place and
-scale in that tile), and a hinge that keeps that reading at or above ``reading`` (the odds of the best candidate on
+scale in that tile), and a hinge that keeps each frame's best reading over its tiles (the stack needs one box on the
+whole sign; the 1x tile of a far sign seldom reads it, even clean) at or above ``reading`` (the odds of the best candidate on
 the sign over the operating threshold's, as a probability: ½ at the threshold). It asks the detector to *see* the
 sign, never to miss it, so a held-out classifier behind the same detector is not flattered: the term only makes
 the boxes the members were attacked through the boxes the car takes. It uses the detector's gradient; the stack's
@@ -22,6 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torch import Tensor
+
+from physattack.eot.params import SceneParams
 from physattack.errors import check_range
 
 
@@ -56,4 +60,17 @@ class SeenSettings:
         return self.weight > 0
 
 
-__all__ = ["SeenSettings"]
+@dataclass(frozen=True)
+class SeenRows:
+    """A step's rows of the term: ``params``, one per tile that holds a drawn window frame's sign whole, and
+    ``frame``, the drawn frame (0..frames-1) each row is a tile of: a frame is seen when any of its tiles reads the
+    sign, as the stack boxes it when any tile does."""
+
+    params: SceneParams
+    frame: Tensor
+
+    def __len__(self) -> int:
+        return len(self.params)
+
+
+__all__ = ["SeenRows", "SeenSettings"]

@@ -38,8 +38,9 @@ def test_its_rows_are_window_frames_on_the_tiles_that_hold_the_sign_whole(stop_s
 
     s = _sampler(tiles, weight=1.0, frames=6)
     w = s.windows(torch.Generator().manual_seed(0))
-    rows = w.seen
-    assert rows is not None and 6 <= len(rows) <= 6 * len(tiles.tiles)
+    assert w.seen is not None and 6 <= len(w.seen) <= 6 * len(tiles.tiles)
+    rows = w.seen.params
+    assert torch.equal(w.seen.frame.unique(), torch.arange(6))           # every drawn frame has a tile holding it
     assert set(rows.sensor_px.round().tolist()) <= {80.0, 160.0}
     with torch.no_grad():
         views = ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (160, 160))(stop_scene, stop_scene.texture, rows,
@@ -74,10 +75,37 @@ def test_the_hinge_rises_when_the_sign_is_hidden_and_its_gradient_reaches_the_te
     hidden, seen_hidden = term(stop_scene, torch.full_like(stop_scene.texture, 0.5), rows)   # a grey octagon
     assert float(clean) < 0.1 and seen_clean >= 0.75, (float(clean), seen_clean)
     assert float(hidden) > float(clean) + 0.5 and seen_hidden < seen_clean, (float(hidden), seen_hidden)
-    t = stop_scene.texture.clone().requires_grad_(True)
-    loss, _ = term(stop_scene, t * 0.6, rows)
+    t = torch.full_like(stop_scene.texture, 0.5).requires_grad_(True)
+    loss, _ = term(stop_scene, t, rows)
     loss.backward()
     assert t.grad is not None and float(t.grad.abs().sum()) > 0
+
+
+def test_a_frame_is_seen_when_its_best_tile_reads_the_sign():
+    """The hinge is on each drawn frame's best tile (the stack needs one box on the whole sign): a frame whose 2x
+    tile reads the sign at 0.9 costs nothing though its 1x tile reads 0.1; a frame read at 0.2 on its only tile costs
+    log(0.75 / 0.2); the share seen counts frames, not tiles."""
+    import math
+
+    from physattack.drive.seen import SeenRows
+    from physattack.victims.detection import DetectorOutput, Detections
+
+    box = torch.tensor([[40.0, 40.0, 80.0, 80.0]])
+    scores = torch.tensor([0.9, 0.1, 0.2])           # odds over a threshold of 0.5 equal the scores
+
+    def detector(images):
+        n = len(images)
+        dets = [Detections(box, scores[i:i + 1], torch.zeros(1, dtype=torch.long)) for i in range(n)]
+        return DetectorOutput(box.expand(n, 1, 4), scores[:, None, None] + images.sum() * 0, torch.ones(n, 1,
+                              dtype=torch.bool), dets, 0.5)
+
+    def pipeline(scene, texture, params):
+        return SimpleNamespace(images=texture.expand(3, 1, 1, 1), boxes=box.expand(3, 4))
+
+    rows = SeenRows(params=[0, 1, 2], frame=torch.tensor([4, 4, 9]))
+    loss, seen = SeenTerm(SeenSettings(weight=2.0), detector, pipeline, 0)(None, torch.ones(1, 1, 1), rows)
+    assert float(loss) == pytest.approx(2.0 * math.log(0.75 / 0.2) / 2, rel=1e-4)
+    assert seen == 0.5
 
 
 def test_the_loop_adds_it_and_records_what_the_detector_reads(stop_scene, signnet, tmp_path, tiles):
