@@ -6,8 +6,21 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from physattack.attack.detection_objectives import hidden, sign_reading
+from physattack.attack.detection_objectives import candidate_iou, hidden, odds_over, topk_mean
 from physattack.drive.seen import SeenRows, SeenSettings
+
+
+#: a candidate boxes the whole sign when its IoU with the sign's box is at least this (a part a tile's edge leaves,
+#: which the stack also takes at its IoU of 0.3, frames a crop the classifiers were not attacked through)
+WHOLE_IOU = 0.5
+
+
+def whole_reading(output, label: int, boxes: Tensor) -> Tensor:
+    """B in (0, 1): the odds of the detector's best candidate of ``label`` that boxes the whole sign (IoU with its
+    box ``boxes`` at least ``WHOLE_IOU``) over its operating threshold's, as a probability (½ at the threshold)."""
+    iou = candidate_iou(output.candidate_boxes.detach(), boxes)
+    whole = output.candidate_valid & (iou >= WHOLE_IOU)
+    return odds_over(topk_mean(output.candidate_scores[..., label], whole, 1), output.score_threshold)
 
 
 class SeenTerm:
@@ -29,14 +42,14 @@ class SeenTerm:
         output = self.detector(views.images)
         _, frame = torch.unique(rows.frame.to(texture.device), return_inverse=True)     # the frames with a tile
         frames = int(frame.max()) + 1
-        reading = sign_reading(output, self.label, views).clamp(min=1e-6)
+        reading = whole_reading(output, self.label, views.boxes).clamp(min=1e-4)
         best = reading.new_zeros(frames).scatter_reduce(0, frame, reading, "amax", include_self=False)
         target = torch.tensor(self.settings.reading, device=best.device).log()
-        loss = (target - best.clamp(min=1e-6).log()).clamp(min=0).mean()
+        loss = (target - best.clamp(min=1e-4).log()).clamp(min=0).mean()
         with torch.no_grad():
             found = (~hidden(output, self.label, views)).float()
             seen = float(found.new_zeros(frames).scatter_reduce(0, frame, found, "amax", include_self=False).mean())
         return self.settings.weight * loss, seen
 
 
-__all__ = ["SeenRows", "SeenSettings", "SeenTerm"]
+__all__ = ["WHOLE_IOU", "SeenRows", "SeenSettings", "SeenTerm", "whole_reading"]
