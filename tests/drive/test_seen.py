@@ -108,6 +108,19 @@ def test_a_frame_is_seen_when_its_best_tile_reads_the_sign():
     assert seen == 0.5
 
 
+def test_only_a_box_on_the_whole_sign_reads_it():
+    """A candidate on the part of the sign a tile's edge leaves (IoU 0.4 with its box) does not read it, however
+    high its score: the stack would crop that part; one on the whole sign (IoU 0.8) reads it at its odds."""
+    from physattack.attack.seen import whole_reading
+    from physattack.victims.detection import DetectorOutput
+
+    sign = torch.tensor([[0.0, 0.0, 10.0, 10.0]])
+    boxes = torch.tensor([[[0.0, 0.0, 4.0, 10.0], [0.0, 0.0, 8.0, 10.0]]])         # IoU 0.4 and 0.8
+    for scores, expected in (([0.9, 0.0], 0.0), ([0.9, 0.5], 0.5)):
+        out = DetectorOutput(boxes, torch.tensor(scores)[None, :, None], torch.ones(1, 2, dtype=torch.bool), [], 0.5)
+        assert float(whole_reading(out, 0, sign)) == pytest.approx(expected, abs=1e-4)
+
+
 def test_the_loop_adds_it_and_records_what_the_detector_reads(stop_scene, signnet, tmp_path, tiles):
     """In the EOT loop a classifier's step adds the term's loss to its own and records ``detector_seen``; without
     the term (``AttackSetup.seen`` None) the record has no such key."""
