@@ -270,7 +270,7 @@ def approach_framing(sampler, cfg: DictConfig, *, scene, renderer, backgrounds, 
     return sampler
 
 
-def seen_term(sampler, attack, *, scene, renderer, backgrounds, colour_model, print_retroreflects: bool = False):
+def seen_term(sampler, attack, *, renderer, backgrounds, colour_model, print_retroreflects: bool = False):
     """The stack detector's term of a classifier's approach windows (``eot.sampler.seen``,
     ``physattack.attack.seen.SeenTerm``): the detector of the sampler's framing, its tiles rendered at its input size
     over the training ``backgrounds`` and printed as the run prints; None when the term is off."""
@@ -290,7 +290,7 @@ def seen_term(sampler, attack, *, scene, renderer, backgrounds, colour_model, pr
     size = (int(detector.input_size),) * 2
     pipeline = photographed(ViewPipeline(renderer, backgrounds, size, print_retroreflects=print_retroreflects),
                             colour_model)
-    return SeenTerm(sampler.seen, detector, pipeline, detector.label_index(scene.class_name))
+    return SeenTerm(sampler.seen, detector, pipeline)
 
 
 def camera_stage(pipeline):

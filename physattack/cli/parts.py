@@ -83,7 +83,7 @@ def attack_parts(cfg: DictConfig, run: RunConfig, device) -> AttackParts:
     retro = build.print_retroreflects(cfg)
     pipeline = build.photographed(ViewPipeline(renderer, bank, size, print_retroreflects=retro), colour_model)
     eval_pipeline = build.photographed(ViewPipeline(renderer, eval_bank, size, print_retroreflects=retro), colour_model)
-    seen = build.seen_term(sampler, attack, scene=scene, renderer=renderer, backgrounds=bank, colour_model=colour_model,
+    seen = build.seen_term(sampler, attack, renderer=renderer, backgrounds=bank, colour_model=colour_model,
                            print_retroreflects=retro)
     names = build.victim_names(cfg, victim)
     protocol = None

@@ -69,8 +69,7 @@ def test_the_hinge_rises_when_the_sign_is_hidden_and_its_gradient_reaches_the_te
                         framing=DetectorFraming(SimpleNamespace(search=tiles), None), seen={"weight": 1.0,
                                                                                             "frames": 8})
     rows = s.windows(torch.Generator().manual_seed(1)).seen
-    term = SeenTerm(s.seen, detnet, ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (160, 160)),
-                    detnet.label_index("stop"))
+    term = SeenTerm(s.seen, detnet, ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (160, 160)))
     clean, seen_clean = term(stop_scene, stop_scene.texture, rows)
     hidden, seen_hidden = term(stop_scene, torch.full_like(stop_scene.texture, 0.5), rows)   # a grey octagon
     assert float(clean) < 0.1 and seen_clean >= 0.75, (float(clean), seen_clean)
@@ -103,22 +102,24 @@ def test_a_frame_is_seen_when_its_best_tile_reads_the_sign():
         return SimpleNamespace(images=texture.expand(3, 1, 1, 1), boxes=box.expand(3, 4))
 
     rows = SeenRows(params=[0, 1, 2], frame=torch.tensor([4, 4, 9]))
-    loss, seen = SeenTerm(SeenSettings(weight=2.0), detector, pipeline, 0)(None, torch.ones(1, 1, 1), rows)
+    loss, seen = SeenTerm(SeenSettings(weight=2.0), detector, pipeline)(None, torch.ones(1, 1, 1), rows)
     assert float(loss) == pytest.approx(2.0 * math.log(0.75 / 0.2) / 2, rel=1e-4)
     assert seen == 0.5
 
 
 def test_only_a_box_on_the_whole_sign_reads_it():
     """A candidate on the part of the sign a tile's edge leaves (IoU 0.4 with its box) does not read it, however
-    high its score: the stack would crop that part; one on the whole sign (IoU 0.8) reads it at its odds."""
+    high its score: the stack would crop that part; one on the whole sign (IoU 0.8) reads it at its odds, whatever
+    class the detector gives it (the stack crops a box of any class)."""
     from physattack.attack.seen import whole_reading
     from physattack.victims.detection import DetectorOutput
 
     sign = torch.tensor([[0.0, 0.0, 10.0, 10.0]])
     boxes = torch.tensor([[[0.0, 0.0, 4.0, 10.0], [0.0, 0.0, 8.0, 10.0]]])         # IoU 0.4 and 0.8
-    for scores, expected in (([0.9, 0.0], 0.0), ([0.9, 0.5], 0.5)):
-        out = DetectorOutput(boxes, torch.tensor(scores)[None, :, None], torch.ones(1, 2, dtype=torch.bool), [], 0.5)
-        assert float(whole_reading(out, 0, sign)) == pytest.approx(expected, abs=1e-4)
+    for scores, expected in (([[0.9, 0.0], [0.0, 0.0]], 0.0), ([[0.9, 0.0], [0.5, 0.1]], 0.5),
+                             ([[0.0, 0.9], [0.1, 0.5]], 0.5)):              # (stop, yield) per candidate: any class
+        out = DetectorOutput(boxes, torch.tensor(scores)[None], torch.ones(1, 2, dtype=torch.bool), [], 0.5)
+        assert float(whole_reading(out, sign)) == pytest.approx(expected, abs=1e-4)
 
 
 def test_the_loop_adds_it_and_records_what_the_detector_reads(stop_scene, signnet, tmp_path, tiles):
@@ -165,9 +166,9 @@ def test_the_builder_refuses_it_where_it_cannot_apply(tiles):
 
     hide = ApproachSampler(drives=2, background_count=4, seen={"weight": 1.0}).for_detector(160)
     with pytest.raises(InputError, match="attack=hide"):
-        seen_term(hide, SimpleNamespace(placement=None), scene=None, renderer=None, backgrounds=None,
+        seen_term(hide, SimpleNamespace(placement=None), renderer=None, backgrounds=None,
                   colour_model=None)
     with pytest.raises(InputError, match="attack.placement=null"):
-        seen_term(_sampler(tiles, weight=1.0), SimpleNamespace(placement={"sigma": 1}), scene=None, renderer=None,
+        seen_term(_sampler(tiles, weight=1.0), SimpleNamespace(placement={"sigma": 1}), renderer=None,
                   backgrounds=None, colour_model=None)
-    assert seen_term(_sampler(tiles), None, scene=None, renderer=None, backgrounds=None, colour_model=None) is None
+    assert seen_term(_sampler(tiles), None, renderer=None, backgrounds=None, colour_model=None) is None
