@@ -7,8 +7,8 @@ import torch
 from torch import Tensor
 
 from physattack.attack.detection_objectives import candidate_iou, odds_over, topk_mean
-from physattack.victims.detection import best_scores_on_boxes
 from physattack.drive.seen import SeenRows, SeenSettings
+from physattack.victims.detection import best_scores_on_boxes
 
 
 #: a candidate boxes the whole sign when its IoU with the sign's box is at least this (a part a tile's edge leaves,

@@ -12,13 +12,13 @@ patch had fooled whenever it was boxed whole.
 every tile of the stack's search that holds it whole (rendered at the detector's input size, at the sign's place and
 scale in that tile), and a hinge that keeps each frame's best reading over its tiles (the stack needs one box on the
 whole sign; the 1x tile of a far sign seldom reads it, even clean) at or above ``reading`` (the odds of the best
-candidate that boxes the whole sign, IoU at least 0.5 with its box, over the operating threshold's, as a
-probability: ½ at the threshold). A part of the sign does not count: the stack takes a box on a part at its IoU of
-0.3 and crops it. It asks the detector to *see* the sign, never to miss it, so a held-out classifier behind the same
-detector is not flattered: the term only makes the boxes the members were attacked through the boxes the car takes.
-It uses the detector's gradient; the stack's detector is the one the framing already runs (``drive.detector``,
-DetNet by default). The term's loss is ``physattack.attack.seen.SeenTerm``'s (the optimization reads the detector;
-this part only draws the rows).
+candidate that boxes the whole sign, IoU at least 0.5 with its box, of any class (the two-stage stack crops a box
+whatever the detector calls it), over the operating threshold's, as a probability: ½ at the threshold). A part of
+the sign does not count: the stack takes a box on a part at its IoU of 0.3 and crops it. It asks the detector to
+*see* the sign, never to miss it, so a held-out classifier behind the same detector is not flattered: the term only
+makes the boxes the members were attacked through the boxes the car takes. It uses the detector's gradient; the
+stack's detector is the one the framing already runs (``drive.detector``, DetNet by default). The term's loss is
+``physattack.attack.seen.SeenTerm``'s (the optimization reads the detector; this part only draws the rows).
 """
 
 from __future__ import annotations
