@@ -22,7 +22,7 @@ from types import SimpleNamespace
 def main() -> None:
     import torch
 
-    from physattack.attack.seen import WHOLE_IOU, SeenTerm
+    from physattack.attack.seen import SeenTerm, boxed_whole
     from physattack.cli.runs import open_run
     from physattack.drive.approach import ApproachSampler
     from physattack.drive.framing import DetectorFraming
@@ -31,7 +31,6 @@ def main() -> None:
     from physattack.eot import BackgroundBank, ViewPipeline
     from physattack.render import Renderer
     from physattack.victims import load_detnet
-    from physattack.victims.detection import best_scores_on_boxes
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", action="append", required=True, help="a classifier run's folder (repeat for more)")
@@ -49,19 +48,15 @@ def main() -> None:
     rows = sampler.windows(torch.Generator().manual_seed(0)).seen
     pipe = ViewPipeline(Renderer(), BackgroundBank(48, seed=0), (int(detnet.input_size),) * 2)
     term = SeenTerm(sampler.seen, detnet, pipe)
-    _, frame = torch.unique(rows.frame, return_inverse=True)
-    frames = int(frame.max()) + 1
     stop = detnet.label_index("stop")
-    print(f"{frames} window frames on {len(rows)} whole-sign tiles ({'drives' if args.clean_camera else 'view'} "
-          f"camera, {args.background} background):")
+    print(f"{int(rows.frame.unique().numel())} window frames on {len(rows)} whole-sign tiles "
+          f"({'drives' if args.clean_camera else 'view'} camera, {args.background} background):")
     runs = [open_run(r).rebuild("cpu") for r in args.run]
     for name, scene, texture in [("clean", runs[0].scene, runs[0].scene.texture)] + \
             [(r, run.scene, run.adv_texture) for r, run in zip(args.run, runs)]:
-        loss, seen = term(scene, texture, rows)
-        views = pipe(scene, texture, rows.params)
-        found = (best_scores_on_boxes(detnet(views.images).detections, views.boxes, stop, iou=WHOLE_IOU)
-                 >= detnet.score_threshold).float()
-        as_stop = float(found.new_zeros(frames).scatter_reduce(0, frame, found, "amax", include_self=False).mean())
+        views, output = term.read(scene, texture, rows)
+        loss, seen = term.score(views, output, rows)
+        as_stop = boxed_whole(output, views.boxes, rows.frame, stop)
         print(f"  {name}: boxed whole {100 * seen:.1f} % (as stop {100 * as_stop:.1f} %), hinge {float(loss):.3f}")
 
 

@@ -41,20 +41,35 @@ class SeenTerm:
     def __init__(self, settings: SeenSettings, detector, pipeline):
         self.settings, self.detector, self.pipeline = settings, detector, pipeline
 
-    def __call__(self, scene, texture: Tensor, rows: SeenRows) -> tuple[Tensor, float]:
+    def read(self, scene, texture: Tensor, rows: SeenRows):
+        """The rows rendered (``RenderedViews``) and what the detector says of them (``DetectorOutput``)."""
         views = self.pipeline(scene, texture, rows.params)
-        output = self.detector(views.images)
-        _, frame = torch.unique(rows.frame.to(texture.device), return_inverse=True)     # the frames with a tile
-        frames = int(frame.max()) + 1
-        reading = whole_reading(output, views.boxes).clamp(min=1e-4)
-        best = reading.new_zeros(frames).scatter_reduce(0, frame, reading, "amax", include_self=False)
+        return views, self.detector(views.images)
+
+    def __call__(self, scene, texture: Tensor, rows: SeenRows) -> tuple[Tensor, float]:
+        return self.score(*self.read(scene, texture, rows), rows)
+
+    def score(self, views, output, rows: SeenRows) -> tuple[Tensor, float]:
+        """The weighted hinge and the share of frames boxed whole, from ``read``'s views and detector output."""
+        best = per_frame_max(whole_reading(output, views.boxes).clamp(min=1e-4), rows.frame)
         target = torch.tensor(self.settings.reading, device=best.device).log()
-        loss = (target - best.clamp(min=1e-4).log()).clamp(min=0).mean()
-        with torch.no_grad():
-            found = (best_scores_on_boxes(output.detections, views.boxes, iou=WHOLE_IOU)
-                     >= output.score_threshold).float().to(frame.device)
-            seen = float(found.new_zeros(frames).scatter_reduce(0, frame, found, "amax", include_self=False).mean())
-        return self.settings.weight * loss, seen
+        loss = (target - best.log()).clamp(min=0).mean()
+        return self.settings.weight * loss, boxed_whole(output, views.boxes, rows.frame)
 
 
-__all__ = ["WHOLE_IOU", "SeenRows", "SeenSettings", "SeenTerm", "whole_reading"]
+def per_frame_max(values: Tensor, frame: Tensor) -> Tensor:
+    """F: the largest of ``values`` (one per row) over each drawn frame's rows (``frame``: each row's frame; the
+    frames that have rows, in order)."""
+    _, index = torch.unique(frame.to(values.device), return_inverse=True)
+    return values.new_zeros(int(index.max()) + 1).scatter_reduce(0, index, values, "amax", include_self=False)
+
+
+@torch.no_grad()
+def boxed_whole(output, boxes: Tensor, frame: Tensor, label: int | None = None) -> float:
+    """The share of drawn frames whose best tile has a detection on the whole sign (IoU >= ``WHOLE_IOU`` with its
+    box ``boxes``) at the detector's threshold: of any class, or of ``label``."""
+    found = best_scores_on_boxes(output.detections, boxes, label, iou=WHOLE_IOU) >= output.score_threshold
+    return float(per_frame_max(found.float(), frame).mean())
+
+
+__all__ = ["WHOLE_IOU", "SeenRows", "SeenSettings", "SeenTerm", "boxed_whole", "per_frame_max", "whole_reading"]

@@ -283,6 +283,9 @@ def seen_term(sampler, attack, *, renderer, backgrounds, colour_model, print_ret
     if sampler.framing is None:
         raise InputError("eot.sampler.seen keeps the stack's detector reading the sign for a classifier's windows; a "
                          "detector (attack=hide) reads its own tiles: set eot.sampler.seen.weight=0.")
+    if getattr(attack, "method", "gradient") == "query":
+        raise InputError("eot.sampler.seen works through the stack detector's gradient, and a query attack "
+                         "(attack.method=query) takes none: set eot.sampler.seen.weight=0.")
     if getattr(attack, "placement", None) is not None:
         raise InputError("eot.sampler.seen renders the patch as designed, and attack.placement moves each view's "
                          "stickers: set attack.placement=null or eot.sampler.seen.weight=0.")

@@ -161,7 +161,8 @@ def test_bad_settings_name_their_key(key, value):
 
 
 def test_the_builder_refuses_it_where_it_cannot_apply(tiles):
-    """A detector's windows (attack=hide reads its own tiles) and per-view placement error each get one sentence."""
+    """A detector's windows (attack=hide reads its own tiles), a query attack (no gradient) and per-view placement
+    error each get one sentence."""
     from physattack.cli.build import seen_term
 
     hide = ApproachSampler(drives=2, background_count=4, seen={"weight": 1.0}).for_detector(160)
@@ -170,5 +171,8 @@ def test_the_builder_refuses_it_where_it_cannot_apply(tiles):
                   colour_model=None)
     with pytest.raises(InputError, match="attack.placement=null"):
         seen_term(_sampler(tiles, weight=1.0), SimpleNamespace(placement={"sigma": 1}), renderer=None,
+                  backgrounds=None, colour_model=None)
+    with pytest.raises(InputError, match="attack.method=query"):
+        seen_term(_sampler(tiles, weight=1.0), SimpleNamespace(method="query", placement=None), renderer=None,
                   backgrounds=None, colour_model=None)
     assert seen_term(_sampler(tiles), None, renderer=None, backgrounds=None, colour_model=None) is None
