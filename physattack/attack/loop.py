@@ -30,6 +30,7 @@ from physattack.attack.intermediate import FeatureLevel, Guide, tap
 from physattack.attack.mask_search import MaskSearch, search_sticker_mask
 from physattack.attack.detection_objectives import check_threshold_scale, reads_sign, sign_labels, sign_probability
 from physattack.attack.objectives import DETECTOR_OBJECTIVES, DETECTOR_ONLY, OBJECTIVES, Objective, backward
+from physattack.attack.seen import add_projected
 from physattack.patch.base import Patch
 from physattack.patch.placement import PlacementError, place_stickers, sticker_pieces, texels_per_mm
 from physattack.printing import non_printability_score, total_variation
@@ -56,7 +57,8 @@ class AttackSetup:
     victim_name: str | None = None      # what reports call the victim (a query attack's headline)
     placed: bool = False                # the patch's stickers are placed already (init=): no mask search
     guide: nn.Module | None = None      # the init= run's victim(s), held white-box: a query attack's keep
-    seen: Callable | None = None        # approach windows: the stack detector's term (physattack.attack.seen.SeenTerm)
+    seen: Callable | None = None        # approach windows: the stack detector's term (physattack.attack.seen.SeenTerm;
+                                        # with a true .project its gradient is projected off the attack's)
 
 
 @dataclass
@@ -392,18 +394,20 @@ class EOTAttack:
         nps = non_printability_score(colors, loop.palette, patch.mask)
         tv = total_variation(colors, patch.mask)
         loss = adv + self.nps_weight * nps + self.tv_weight * tv
-        seen = None                 # the stack detector's term (eot.sampler.seen): its loss and the tiles it read
+        seen, side = None, None     # the stack detector's term (eot.sampler.seen): its loss and the tiles it read
         if s.seen is not None and draw.windows is not None and draw.windows.seen is not None:
             seen = s.seen(s.scene, texture, draw.windows.seen)
-            loss = loss + seen[0]
+            side = seen[0] if getattr(s.seen, "project", False) else None   # its gradient projected
+            loss = loss + seen[0] if side is None else loss
         if loop.members is None:
-            grad_norm = self._descend(loop, loss)
+            grad_norm, cosine = self._descend(loop, loss, side=side)
             with torch.no_grad():
                 success = self._success(loop.objective.success(output, draw.label, views), draw.windows, output,
                                         loop.sign_labels, views)
         else:
-            grad_norm = self._descend(loop, loss, (views.images, images_grad))
+            grad_norm, cosine = self._descend(loop, loss, (views.images, images_grad), side)
             success = sum(per_member["member_success"].values()) / len(loop.members)
+        loss = loss if side is None else loss + side
         state.step += 1
         state.zero_grad += int(grad_norm == 0.0)
         self._track_best(patch, state, success, float(loss.detach()), progress)
@@ -412,6 +416,8 @@ class EOTAttack:
                   "running_success": state.ema_success, "lr": loop.sched.get_last_lr()[0], "grad_norm": grad_norm}
         if seen is not None:
             record.update(seen_loss=float(seen[0].detach()), detector_seen=seen[1])
+        if cosine is not None:
+            record["seen_cosine"] = cosine
         if loop.members is not None:
             record.update(per_member)
         state.history.append(record)
@@ -502,17 +508,23 @@ class EOTAttack:
         return adv, images_grad, record
 
     @staticmethod
-    def _descend(loop: _Loop, loss: Tensor, images_grad: tuple[Tensor, Tensor] | None = None) -> float:
-        """Backward, one optimizer and scheduler step; returns the gradient's L1 norm (0: no gradient).
+    def _descend(loop: _Loop, loss: Tensor, images_grad: tuple[Tensor, Tensor] | None = None,
+                 side: Tensor | None = None) -> tuple[float, float | None]:
+        """Backward, one optimizer and scheduler step; returns the gradient's L1 norm (0: no gradient) and, with a
+        ``side`` loss, the cosine between its gradient and the loss's (else None).
 
         ``images_grad`` (the rendered images and their gradient, from an ensemble's members) joins
-        the loss's backward, so the renderer and the patch are differentiated once."""
+        the loss's backward, so the renderer and the patch are differentiated once. ``side`` (the stack
+        detector's term, ``eot.sampler.seen.project``) joins less its part against the loss's gradient."""
         loop.opt.zero_grad(set_to_none=True)
+        params = [p for p in loop.setup.patch.parameters() if p.requires_grad]
+        side_grad = None if side is None else torch.autograd.grad(side, params, retain_graph=True, allow_unused=True)
         backward(loss, *(images_grad or ()))
+        cosine = None if side_grad is None else add_projected(params, side_grad)
         grad_norm = sum(float(p.grad.abs().sum()) for p in loop.setup.patch.parameters() if p.grad is not None)
         loop.opt.step()
         loop.sched.step()
-        return grad_norm
+        return grad_norm, cosine
 
     @staticmethod
     def _victim_output(victim, images: Tensor, run: RunConfig):

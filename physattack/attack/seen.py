@@ -41,6 +41,11 @@ class SeenTerm:
     def __init__(self, settings: SeenSettings, detector, pipeline):
         self.settings, self.detector, self.pipeline = settings, detector, pipeline
 
+    @property
+    def project(self) -> bool:
+        """Whether the loop takes the term's gradient projected off the attack's (``SeenSettings.project``)."""
+        return self.settings.project
+
     def read(self, scene, texture: Tensor, rows: SeenRows):
         """The rows rendered (``RenderedViews``) and what the detector says of them (``DetectorOutput``)."""
         views = self.pipeline(scene, texture, rows.params)
@@ -72,4 +77,22 @@ def boxed_whole(output, boxes: Tensor, frame: Tensor, label: int | None = None) 
     return float(per_frame_max(found.float(), frame).mean())
 
 
-__all__ = ["WHOLE_IOU", "SeenRows", "SeenSettings", "SeenTerm", "boxed_whole", "per_frame_max", "whole_reading"]
+def add_projected(params: list[Tensor], side: tuple[Tensor | None, ...]) -> float:
+    """Add the term's gradient ``side`` (one per parameter, None where it has none) to ``params``' gradients, less
+    its component along them where the two point against each other (their dot product is negative), so the step
+    does not undo the attack's descent to first order (``SeenSettings.project``). Returns the cosine of the two
+    before the projection (0 where either is zero)."""
+    main = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    side = [g if g is not None else torch.zeros_like(p) for g, p in zip(side, params)]
+    dot = sum((m * g).sum() for m, g in zip(main, side))
+    main_sq, side_sq = sum((m * m).sum() for m in main), sum((g * g).sum() for g in side)
+    if dot < 0 and main_sq > 0:
+        side = [g - (dot / main_sq) * m for g, m in zip(side, main)]
+    for p, m, g in zip(params, main, side):
+        p.grad = m + g
+    norm = float((main_sq * side_sq).sqrt())
+    return float(dot) / norm if norm > 0 else 0.0
+
+
+__all__ = ["WHOLE_IOU", "SeenRows", "SeenSettings", "SeenTerm", "add_projected", "boxed_whole", "per_frame_max",
+           "whole_reading"]

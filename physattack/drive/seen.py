@@ -40,11 +40,15 @@ class SeenSettings:
         frames: window frames a step reads on the detector's tiles (drawn at random from the step's windows).
         reading: the detector's reading of the whole sign (odds over its threshold's, as a probability) the hinge
             keeps each drawn frame's best tile at; 0.75 is a score of 0.56 at DetNet's threshold of 0.3.
+        project: take the term's gradient less its part against the attack's (the classifiers' windows and views,
+            the print terms) where the two conflict, so that to first order it never costs the classifiers' loss
+            (one-sided gradient surgery: Yu et al., "Gradient Surgery for Multi-Task Learning", NeurIPS'20).
     """
 
     weight: float = 0.0
     frames: int = 16
     reading: float = 0.75
+    project: bool = False
 
     def __post_init__(self) -> None:
         key = "eot.sampler.seen."

@@ -154,6 +154,59 @@ def test_the_loop_adds_it_and_records_what_the_detector_reads(stop_scene, signne
     assert records["with"][0]["loss"] == pytest.approx(records["without"][0]["loss"] + 1.0, abs=1e-4)
 
 
+def test_projected_its_gradient_never_points_against_the_attacks():
+    """``eot.sampler.seen.project``: where the term's gradient points against the attack's (a negative dot product)
+    it joins less its component along the attack's, so the sum no longer undoes the attack's descent; where they
+    agree it joins whole. The cosine before the projection is returned."""
+    from physattack.attack.seen import add_projected
+
+    for side, expected, cosine in ((torch.tensor([-2.0, 1.0]), torch.tensor([1.0, 1.0]), -2 / 5 ** 0.5),
+                                   (torch.tensor([2.0, 1.0]), torch.tensor([3.0, 1.0]), 2 / 5 ** 0.5)):
+        p = torch.zeros(2, requires_grad=True)
+        p.grad = torch.tensor([1.0, 0.0])                     # the attack's gradient
+        assert add_projected([p], (side,)) == pytest.approx(cosine)
+        assert torch.allclose(p.grad, expected)
+        assert float(p.grad @ torch.tensor([1.0, 0.0])) >= 1.0 - 1e-6      # the attack's descent kept in full
+    q = torch.zeros(2, requires_grad=True)                    # no gradient of the attack's: the term's alone
+    assert add_projected([q], (torch.tensor([0.0, 3.0]),)) == 0.0 and torch.equal(q.grad, torch.tensor([0.0, 3.0]))
+
+
+def test_the_loop_projects_the_terms_gradient_when_asked(stop_scene, signnet, tmp_path, tiles):
+    """With a term whose ``project`` is true the loop records the cosine of the two gradients before the projection
+    (``seen_cosine``, in [-1, 1]) and the step's loss still counts the term; the patch moves."""
+    from physattack.attack import AttackSetup, EOTAttack
+    from physattack.config import RunConfig
+    from physattack.patch import sticker_for_scene
+    from physattack.printing import load_palette
+    from physattack.render import Renderer
+
+    class Term:
+        project = True
+
+        def __call__(self, scene, texture, rows):
+            return (texture - 1.0).pow(2).mean(), 0.5        # asks for a white face
+
+    torch.manual_seed(0)
+    sampler = _sampler(tiles, weight=1.0, frames=3)
+    sampler.refit_due = lambda step: False
+    patch = sticker_for_scene(stop_scene, shape="bars")
+    before = copy_state(patch)
+    setup = AttackSetup(scene=stop_scene, patch=patch, victim=signnet.eval(),
+                        pipeline=ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (64, 64)), sampler=sampler,
+                        palette=load_palette(None), seen=Term())
+    attack = EOTAttack(steps=2, checkpoint_every=0, mask_search_steps=0)
+    history = attack.run(setup, RunConfig(seed=0, progress=False), tmp_path / "p").history
+    assert all(-1.0 <= r["seen_cosine"] <= 1.0 and r["seen_loss"] > 0 for r in history)
+    for r in history:
+        rest = r["adv_loss"] + attack.nps_weight * r["nps"] + attack.tv_weight * r["tv"]
+        assert r["loss"] == pytest.approx(rest + r["seen_loss"], rel=1e-4)
+    assert any(not torch.equal(before[k], v) for k, v in patch.state_dict().items())
+
+
+def copy_state(module) -> dict:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
 @pytest.mark.parametrize("key, value", [("weight", -1.0), ("frames", 0), ("reading", 1.0)])
 def test_bad_settings_name_their_key(key, value):
     with pytest.raises(InputError, match=f"eot.sampler.seen.{key}"):
