@@ -16,16 +16,18 @@ from physattack.victims.detection import best_scores_on_boxes
 WHOLE_IOU = 0.5
 
 
-def whole_reading(output, boxes: Tensor) -> Tensor:
+def whole_reading(output, boxes: Tensor, label: int | None = None) -> Tensor:
     """B in (0, 1): the odds of the detector's best candidate that boxes the whole sign (IoU with its box ``boxes`` at
-    least ``WHOLE_IOU``), of any of its classes, over its operating threshold's, as a probability (½ at the
-    threshold). Any class: the two-stage stack crops every box on the sign whatever the detector calls it, and the
-    classifiers are attacked to read it as the target, so a box that reads *yield* is as good as one that reads
-    *stop* (asking for *stop* fights the classifiers' objective: on seed 3 of the red team's preset at weight 4 the
-    members' per-view success fell to 30-96 %)."""
+    least ``WHOLE_IOU``), of any of its classes (or of class ``label`` alone), over its operating threshold's, as a
+    probability (½ at the threshold). Any class: the two-stage stack crops every box on the sign whatever the
+    detector calls it, and the classifiers are attacked to read it as the target, so a box that reads *yield* is as
+    good as one that reads *stop* (asking for *stop* fights the classifiers' objective: on seed 3 of the red team's
+    preset at weight 4 the members' per-view success fell to 30-96 %); ``label`` the target asks for the box the
+    classifiers are attacked towards (``SeenSettings.label``)."""
     iou = candidate_iou(output.candidate_boxes.detach(), boxes)
     whole = output.candidate_valid & (iou >= WHOLE_IOU)
-    return odds_over(topk_mean(output.candidate_scores.amax(-1), whole, 1), output.score_threshold)
+    scores = output.candidate_scores.amax(-1) if label is None else output.candidate_scores[..., label]
+    return odds_over(topk_mean(scores, whole, 1), output.score_threshold)
 
 
 class SeenTerm:
@@ -36,10 +38,12 @@ class SeenTerm:
         settings: ``SeenSettings``.
         detector: the stack's detector (a ``Detector``; frozen, its gradient to the images used).
         pipeline: renders the rows at the detector's input size (a ``ViewPipeline``, or the photographed one).
+        label: the detector's index of the class a box must read (``SeenSettings.label=target``: the attack's
+            target), or None for any class.
     """
 
-    def __init__(self, settings: SeenSettings, detector, pipeline):
-        self.settings, self.detector, self.pipeline = settings, detector, pipeline
+    def __init__(self, settings: SeenSettings, detector, pipeline, label: int | None = None):
+        self.settings, self.detector, self.pipeline, self.label = settings, detector, pipeline, label
 
     @property
     def project(self) -> bool:
@@ -56,10 +60,10 @@ class SeenTerm:
 
     def score(self, views, output, rows: SeenRows) -> tuple[Tensor, float]:
         """The weighted hinge and the share of frames boxed whole, from ``read``'s views and detector output."""
-        best = per_frame_max(whole_reading(output, views.boxes).clamp(min=1e-4), rows.frame)
+        best = per_frame_max(whole_reading(output, views.boxes, self.label).clamp(min=1e-4), rows.frame)
         target = torch.tensor(self.settings.reading, device=best.device).log()
         loss = (target - best.log()).clamp(min=0).mean()
-        return self.settings.weight * loss, boxed_whole(output, views.boxes, rows.frame)
+        return self.settings.weight * loss, boxed_whole(output, views.boxes, rows.frame, self.label)
 
 
 def per_frame_max(values: Tensor, frame: Tensor) -> Tensor:

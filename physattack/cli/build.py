@@ -290,10 +290,16 @@ def seen_term(sampler, attack, *, renderer, backgrounds, colour_model, print_ret
         raise InputError("eot.sampler.seen renders the patch as designed, and attack.placement moves each view's "
                          "stickers: set attack.placement=null or eot.sampler.seen.weight=0.")
     detector = sampler.framing.tiled.detector
+    label = None
+    if sampler.seen.label == "target":
+        if not (getattr(attack, "targeted", False) and getattr(attack, "target", None)):
+            raise InputError("eot.sampler.seen.label=target asks the stack's detector for the attack's target class, "
+                             "and this attack has none: set eot.sampler.seen.label=any.")
+        label = detector.label_index(attack.target)
     size = (int(detector.input_size),) * 2
     pipeline = photographed(ViewPipeline(renderer, backgrounds, size, print_retroreflects=print_retroreflects),
                             colour_model)
-    return SeenTerm(sampler.seen, detector, pipeline)
+    return SeenTerm(sampler.seen, detector, pipeline, label)
 
 
 def camera_stage(pipeline):

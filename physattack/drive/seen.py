@@ -28,7 +28,10 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from physattack.eot.params import SceneParams
-from physattack.errors import check_range
+from physattack.errors import check_choice, check_range
+
+#: what ``eot.sampler.seen.label`` may name: a box of any class, or of the attack's target only
+LABELS = ("any", "target")
 
 
 @dataclass
@@ -40,6 +43,8 @@ class SeenSettings:
         frames: window frames a step reads on the detector's tiles (drawn at random from the step's windows).
         reading: the detector's reading of the whole sign (odds over its threshold's, as a probability) the hinge
             keeps each drawn frame's best tile at; 0.75 is a score of 0.56 at DetNet's threshold of 0.3.
+        label: ``any`` (a box of any of the detector's classes reads the sign) or ``target``: only a box of the
+            attack's target class (the detector's *yield*), the reading the classifiers are attacked towards.
         project: take the term's gradient less its part against the attack's (the classifiers' windows and views,
             the print terms) where the two conflict, so that to first order it never costs the classifiers' loss
             (one-sided gradient surgery: Yu et al., "Gradient Surgery for Multi-Task Learning", NeurIPS'20).
@@ -48,6 +53,7 @@ class SeenSettings:
     weight: float = 0.0
     frames: int = 16
     reading: float = 0.75
+    label: str = "any"
     project: bool = False
 
     def __post_init__(self) -> None:
@@ -56,6 +62,7 @@ class SeenSettings:
         check_range(key + "frames", self.frames, 1, integer=True, why="window frames a step reads on the tiles")
         check_range(key + "reading", self.reading, 0.0, 1.0, lo_open=True, hi_open=True,
                     why="the detector's reading to keep, ½ at its threshold")
+        check_choice(key + "label", self.label, LABELS)
 
     @classmethod
     def of(cls, value) -> "SeenSettings":

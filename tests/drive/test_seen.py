@@ -122,6 +122,30 @@ def test_only_a_box_on_the_whole_sign_reads_it():
         assert float(whole_reading(out, sign)) == pytest.approx(expected, abs=1e-4)
 
 
+def test_with_label_target_only_a_box_of_the_target_class_reads_it(tiles):
+    """``eot.sampler.seen.label=target``: the whole-sign box must read the attack's target (class 1 here): a *stop*
+    box at 0.9 reads nothing, a *yield* box at 0.5 reads 0.5; the builder looks the target up in the detector's
+    labels, and an attack without a target is refused in one sentence."""
+    from physattack.attack.seen import whole_reading
+    from physattack.cli.build import seen_term
+    from physattack.victims.detection import DetectorOutput
+
+    sign = torch.tensor([[0.0, 0.0, 10.0, 10.0]])
+    boxes = torch.tensor([[[0.0, 0.0, 8.0, 10.0]]])
+    for scores, expected in (([[0.9, 0.0]], 0.0), ([[0.9, 0.5]], 0.5)):
+        out = DetectorOutput(boxes, torch.tensor(scores)[None], torch.ones(1, 1, dtype=torch.bool), [], 0.5)
+        assert float(whole_reading(out, sign, label=1)) == pytest.approx(expected, abs=1e-4)
+    sampler = _sampler(tiles, weight=1.0, label="target")
+    sampler.framing.tiled.detector = SimpleNamespace(input_size=160, label_index=["stop", "yield"].index)
+    term = seen_term(sampler, SimpleNamespace(targeted=True, target="yield", placement=None),
+                     renderer=None, backgrounds=BackgroundBank(2, seed=0), colour_model=SimpleNamespace(has_camera=False))
+    assert term.label == 1
+    with pytest.raises(InputError, match="eot.sampler.seen.label=any"):
+        seen_term(sampler, SimpleNamespace(targeted=False, target=None, placement=None), renderer=None,
+                  backgrounds=None, colour_model=None)
+
+
+
 def test_the_loop_adds_it_and_records_what_the_detector_reads(stop_scene, signnet, tmp_path, tiles):
     """In the EOT loop a classifier's step adds the term's loss to its own and records ``detector_seen``; without
     the term (``AttackSetup.seen`` None) the record has no such key."""
@@ -207,7 +231,7 @@ def copy_state(module) -> dict:
     return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
-@pytest.mark.parametrize("key, value", [("weight", -1.0), ("frames", 0), ("reading", 1.0)])
+@pytest.mark.parametrize("key, value", [("weight", -1.0), ("frames", 0), ("reading", 1.0), ("label", "yeild")])
 def test_bad_settings_name_their_key(key, value):
     with pytest.raises(InputError, match=f"eot.sampler.seen.{key}"):
         SeenSettings(**{key: value})
