@@ -521,7 +521,7 @@ class EOTAttack:
         side_grad = None if side is None else torch.autograd.grad(side, params, retain_graph=True, allow_unused=True)
         backward(loss, *(images_grad or ()))
         cosine = None if side_grad is None else add_projected(params, side_grad)
-        grad_norm = sum(float(p.grad.abs().sum()) for p in loop.setup.patch.parameters() if p.grad is not None)
+        grad_norm = sum(float(p.grad.abs().sum()) for p in params if p.grad is not None)
         loop.opt.step()
         loop.sched.step()
         return grad_norm, cosine

@@ -85,7 +85,9 @@ def add_projected(params: list[Tensor], side: tuple[Tensor | None, ...]) -> floa
     """Add the term's gradient ``side`` (one per parameter, None where it has none) to ``params``' gradients, less
     its component along them where the two point against each other (their dot product is negative), so the step
     does not undo the attack's descent to first order (``SeenSettings.project``). Returns the cosine of the two
-    before the projection (0 where either is zero)."""
+    before the projection (0 where either is zero). Written here rather than taken from torchjd or LibMTL: their
+    PCGrad projects both gradients symmetrically, and the attack's must keep priority (its gradient reaches the
+    patch through an ensemble's image gradient, outside their backward)."""
     main = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
     side = [g if g is not None else torch.zeros_like(p) for g, p in zip(side, params)]
     dot = sum((m * g).sum() for m, g in zip(main, side))
