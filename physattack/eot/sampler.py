@@ -8,7 +8,7 @@ function, so any draw, or a fixed evaluation grid, can be replayed exactly.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -27,6 +27,21 @@ def _uniform(n: int, bounds: Range, g: torch.Generator) -> Tensor:
 def _log_uniform(n: int, bounds: Range, g: torch.Generator) -> Tensor:
     lo, hi = math.log(bounds[0]), math.log(bounds[1])
     return torch.exp(lo + (hi - lo) * torch.rand(n, generator=g))
+
+
+#: daylight's colour temperature (K) with the sun at the two elevations (degrees) between which it climbs: the beam of a
+#: low sun crosses more air, which scatters its blue away (the grid's presets: low sun 3800 K at 12 degrees, noon
+#: 5800 K at 70); ``ViewSampler.daylight`` draws around this line, ``DAYLIGHT_SPREAD_K`` either side
+DAYLIGHT_K = ((5.0, 3500.0), (40.0, 6000.0))
+DAYLIGHT_SPREAD_K = 700.0
+
+
+def daylight_temperature(elevation_deg: Tensor, generator: torch.Generator) -> Tensor:
+    """A colour temperature (K) for each light elevation: ``DAYLIGHT_K``'s line at it (flat beyond its two ends),
+    plus a uniform draw of ``DAYLIGHT_SPREAD_K`` either side."""
+    (e0, k0), (e1, k1) = DAYLIGHT_K
+    centre = k0 + (k1 - k0) * ((elevation_deg - e0) / (e1 - e0)).clamp(0.0, 1.0)
+    return centre + DAYLIGHT_SPREAD_K * (2.0 * torch.rand(elevation_deg.shape, generator=generator) - 1.0)
 
 
 def sensor_pixels(object_width_m: float, distance_m: Tensor, frame: Tensor, sensor_focal_px: float) -> Tensor:
@@ -49,7 +64,10 @@ class ViewSampler:
 
     ``sensor_focal_px`` describes the real camera the crops come from (1400 px: a 1920-px-wide
     dashcam with a 69° field of view); with ``object_width_m`` it sets each crop's native resolution.
-    ``jpeg_share`` of the views are JPEG-compressed (it is the costliest effect).
+    ``jpeg_share`` of the views are JPEG-compressed (it is the costliest effect). ``daylight`` of the views take
+    their colour temperature from their light's elevation as daylight does (``daylight_temperature``: a low sun is
+    warm, a high one white; kept within ``color_temp_k``) instead of independently of it: independent draws seldom
+    give a low, warm, raking light together (about 3 % of views under 4300 K with the light below 20 degrees).
     """
 
     object_width_m: float = 0.75
@@ -64,6 +82,7 @@ class ViewSampler:
     light_azimuth_deg: Range = (-90.0, 90.0)
     light_elevation_deg: Range = (5.0, 80.0)
     color_temp_k: Range = (3500.0, 9000.0)
+    daylight: float = 0.0
     sensor_focal_px: float = 1400.0
     blur_sigma_px: Range = (0.0, 1.2)
     motion_px: tuple[int, ...] = (1, 1, 3, 5)
@@ -93,6 +112,8 @@ class ViewSampler:
         check_interval(key + "light_elevation_deg", self.light_elevation_deg, -90.0, 90.0)
         check_interval(key + "color_temp_k", self.color_temp_k, 3000.0, 15000.0,
                        why="kelvin; the black-body table spans 3000-15000 K")
+        check_range(key + "daylight", self.daylight, 0.0, 1.0,
+                    why="the share of views whose colour temperature follows their light's elevation")
         check_range(key + "sensor_focal_px", self.sensor_focal_px, **positive,
                     why="the real camera's focal length in pixels")
         check_interval(key + "blur_sigma_px", self.blur_sigma_px, 0.0, why="Gaussian blur sigma in pixels")
@@ -115,7 +136,7 @@ class ViewSampler:
         frame = u(self.frame)
         motion = torch.tensor(self.motion_px)[torch.randint(len(self.motion_px), (n,), generator=g)]
         jpeg_on = torch.rand(n, generator=g) < self.jpeg_share
-        return SceneParams(
+        params = SceneParams(
             distance_m=distance, azimuth_deg=u(self.azimuth_deg), elevation_deg=u(self.elevation_deg),
             roll_deg=u(self.roll_deg), frame=frame, shift_x=u(self.shift), shift_y=u(self.shift),
             ambient=u(self.ambient), diffuse=u(self.diffuse), light_azimuth_deg=u(self.light_azimuth_deg),
@@ -129,3 +150,9 @@ class ViewSampler:
             background_index=torch.randint(0, max(1, self.background_count), (n,), generator=g),
             bg_x=u((0.0, 1.0)), bg_y=u((0.0, 1.0)), bg_scale=u(self.bg_scale),
         )
+        if self.daylight == 0:
+            return params
+        # drawn after the rest, so that without daylight a seed draws what it always drew
+        tied = torch.rand(n, generator=g) < self.daylight
+        warmth = daylight_temperature(params.light_elevation_deg, g).clamp(*self.color_temp_k)
+        return replace(params, color_temp_k=torch.where(tied, warmth, params.color_temp_k))

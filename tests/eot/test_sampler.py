@@ -10,6 +10,7 @@ import torch
 
 from physattack.eot import SceneParams, ViewSampler, color_temperature_rgb
 from physattack.eot.sampler import sensor_pixels
+from physattack.errors import InputError
 
 N = 4000
 
@@ -173,3 +174,24 @@ def test_color_temperature_is_warm_to_cool_with_unit_luminance():
     torch.testing.assert_close(lum, torch.ones(3))
     ratio = rgb[:, 2] / rgb[:, 0]                    # blue over red grows with temperature
     assert float(ratio[0]) < 1.0 < float(ratio[2]) and float(ratio[0]) < float(ratio[1]) < float(ratio[2])
+
+
+def test_daylight_ties_colour_temperature_to_the_light_elevation():
+    """With ``daylight`` every view's colour temperature follows its light's elevation (a low sun warm, a high one
+    white) within the configured range; without it the two are independent and a seed draws what it always drew."""
+    plain, tied = ViewSampler(), ViewSampler(daylight=1.0)
+    a, b = _sample(plain, N, seed=5), _sample(tied, N, seed=5)
+    assert torch.equal(a.light_elevation_deg, b.light_elevation_deg)       # only the colour temperature changes
+    assert torch.equal(a.color_temp_k, _sample(ViewSampler(daylight=0.0), N, seed=5).color_temp_k)
+    low, high = b.light_elevation_deg < 15, b.light_elevation_deg > 45
+    assert float(b.color_temp_k[low].max()) < 4900 < float(b.color_temp_k[high].min())
+    assert float(b.color_temp_k.min()) >= 3500 and float(b.color_temp_k.max()) <= 9000
+    warm = lambda p: ((p.light_elevation_deg < 20) & (p.color_temp_k < 4300)).float().mean()  # noqa: E731
+    assert float(warm(b)) > 3 * float(warm(a))        # the low, warm light independent draws seldom give
+    half = _sample(ViewSampler(daylight=0.5), N, seed=5)
+    assert 0.3 < float((half.color_temp_k != a.color_temp_k).float().mean()) < 0.7
+
+
+def test_daylight_share_out_of_range_names_the_key():
+    with pytest.raises(InputError, match="eot.sampler.daylight"):
+        ViewSampler(daylight=1.5)
