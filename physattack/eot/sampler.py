@@ -30,8 +30,8 @@ def _log_uniform(n: int, bounds: Range, g: torch.Generator) -> Tensor:
 
 
 #: daylight's colour temperature (K) with the sun at the two elevations (degrees) between which it climbs: the beam of a
-#: low sun crosses more air, which scatters its blue away (the grid's presets: low sun 3800 K at 12 degrees, noon
-#: 5800 K at 70); ``ViewSampler.daylight`` draws around this line, ``DAYLIGHT_SPREAD_K`` either side
+#: low sun crosses more air, which scatters its blue away; ``ViewSampler.daylight`` draws around this line,
+#: ``DAYLIGHT_SPREAD_K`` either side (the grid's presets lie within it: low sun 3800 K at 12 degrees, noon 5800 K at 70)
 DAYLIGHT_K = ((5.0, 3500.0), (40.0, 6000.0))
 DAYLIGHT_SPREAD_K = 700.0
 
