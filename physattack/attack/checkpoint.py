@@ -25,6 +25,7 @@ class LoopState:
     best_step: int = 0
     history: list[dict] = field(default_factory=list)
     zero_grad: int = 0
+    starts: list[dict] = field(default_factory=list)     # attack.restarts: each start's seed and running success
 
     def as_dict(self) -> dict:
         return {**{f.name: getattr(self, f.name) for f in fields(self)}, "best_key": list(self.best_key)}

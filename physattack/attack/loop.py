@@ -30,6 +30,7 @@ from physattack.attack.intermediate import FeatureLevel, Guide, tap
 from physattack.attack.mask_search import MaskSearch, search_sticker_mask
 from physattack.attack.detection_objectives import check_threshold_scale, reads_sign, sign_labels, sign_probability
 from physattack.attack.objectives import DETECTOR_OBJECTIVES, DETECTOR_ONLY, OBJECTIVES, Objective, backward
+from physattack.attack.restarts import best_start, check_restarts
 from physattack.attack.seen import add_projected
 from physattack.patch.base import Patch
 from physattack.patch.placement import PlacementError, place_stickers, sticker_pieces, texels_per_mm
@@ -74,6 +75,7 @@ class AttackResult:
     zero_grad_steps: int = 0
     signal: int | None = None
     queries: dict | None = None     # a query attack's record: images asked, answers, the success-vs-queries curve
+    restarts: list[dict] | None = None  # attack.restarts: each start's seed and running success, and the one chosen
 
 
 @dataclass
@@ -148,6 +150,9 @@ class EOTAttack:
         features: a feature-level transfer term on the members' mid-layer features (``ila``: refine the ``init=``
             run's patch along the direction it moved them; ``fia``: feature importance), added to each member's
             objective (``physattack.attack.intermediate.FeatureLevel``, or its keys as a dict).
+        restarts, restart_steps: random restarts (``physattack.attack.restarts``): ``restarts`` starts from seeds of
+            their own, each through the mask search and ``restart_steps`` steps; the one with the highest running
+            success carries on to ``steps``. 1: one start, the run's seed.
     """
 
     objective: str = "targeted"
@@ -166,6 +171,8 @@ class EOTAttack:
     queries: int = 50_000
     query: object = None
     features: object = None
+    restarts: int = 1
+    restart_steps: int = 50
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -202,6 +209,7 @@ class EOTAttack:
         if self.features.on and (self.method == "query" or self.placement is not None):
             raise AttackError("attack.features works through the victims' gradients on the patch as designed: use it "
                               "with attack.method=gradient and attack.placement=null, or set attack.features.weight=0.")
+        check_restarts(self)
         self._signals = StopSignals()
 
     needs_true_label = True     # the victim must know the scene's class (not so for reprogramming)
@@ -235,7 +243,8 @@ class EOTAttack:
         switches ``amp`` and ``channels_last``. ``setup.colour_model`` (a
         ``physattack.printing.ColourModel``) turns the patch's texels into their printed colours before
         rendering. The patch is annealed by the share of steps done, and only a state whose colours
-        are final (``patch.colors_final``) and whose draws are the full distribution can be the best.
+        are final (``patch.colors_final``) and whose draws are the full distribution can be the best. With
+        ``restarts`` > 1 a fresh run first tries its starts (``physattack.attack.restarts``); a resumed one has chosen.
         """
         if self.method == "query":
             if run.resume:
@@ -246,29 +255,43 @@ class EOTAttack:
             self.check_patch(setup.patch, setup.placed)
             torch.manual_seed(run.seed)
             return run_query(self, setup, run, run_dir, tracker)
-        torch.manual_seed(run.seed)
-        loop = self._start(setup, run, torch.Generator().manual_seed(run.seed))
-        state = load_checkpoint(self, run.resume, loop) if run.resume else self._place(loop)
         checkpoint = Path(run_dir) / "checkpoint.pt"
+        extra = 0 if run.resume else (self.restarts - 1) * self.restart_steps      # the losing starts' steps
+        bar = tqdm(total=self.steps + extra, desc="attack", unit="step", disable=not run.progress)
+
+        def step(loop: _Loop, state: LoopState, restart: int | None = None) -> None:
+            record = self._step(loop, state)
+            if tracker is not None and restart is None:
+                tracker.log(self.tracked(record), step=state.step)
+            bar.update(1)
+            bar.set_postfix(loss=f"{record['loss']:.3f}", success=f"{state.ema_success:.2f}",
+                            **({} if restart is None else {"start": f"{restart + 1}/{self.restarts}"}))
+
         self._signals.install()
-        bar = tqdm(total=self.steps, initial=state.step, desc="attack", unit="step", disable=not run.progress)
+        loop, state = None, None
         try:
+            torch.manual_seed(run.seed)
+            if run.resume or self.restarts == 1:
+                loop = self._start(setup, run, torch.Generator().manual_seed(run.seed))
+                state = load_checkpoint(self, run.resume, loop) if run.resume else self._place(loop)
+                bar.update(state.step)
+            else:
+                loop, state = best_start(self, setup, run, step, lambda: self._signals.stop)
+                for record in state.history if tracker is not None else ():       # the chosen start's steps
+                    tracker.log(self.tracked(record), step=record["step"])
             while state.step < self.steps and not self._signals.stop:
-                record = self._step(loop, state)
-                if tracker is not None:
-                    tracker.log(self.tracked(record), step=state.step)
-                bar.update(1)
-                bar.set_postfix(loss=f"{record['loss']:.3f}", success=f"{state.ema_success:.2f}")
+                step(loop, state)
                 if self.checkpoint_every and state.step % self.checkpoint_every == 0:
                     save_checkpoint(self, checkpoint, loop, state, tracker)
         finally:
             bar.close()
-            self._finish(setup.patch, state)
-            save_checkpoint(self, checkpoint, loop, state, tracker)
+            if state is not None:
+                self._finish(setup.patch, state)
+                save_checkpoint(self, checkpoint, loop, state, tracker)
             self._signals.restore()
         return AttackResult(best_state=state.best_state, best_step=state.best_step, steps_done=state.step,
                             history=state.history, interrupted=self._signals.stop, zero_grad_steps=state.zero_grad,
-                            signal=self._signals.signal)
+                            signal=self._signals.signal, restarts=state.starts or None)
 
     @staticmethod
     def tracked(record: dict) -> dict:

@@ -426,8 +426,8 @@ class ApproachSampler:
         rows = state.pop("replay_memory", None)
         if self._memory is not None and rows is not None:
             self._memory = ReplayMemory(self._memory.size, rows)
-        if self.framing is not None and state:
-            self.framing.measured = BoxMeasurements(**state)
+        if self.framing is not None:        # none kept: the next step fits it again (refit_due)
+            self.framing.measured = BoxMeasurements(**state) if state else None
 
     # -- approach windows -----------------------------------------------------------------------------
     def braking_m(self, speed_kmh: Tensor) -> Tensor:

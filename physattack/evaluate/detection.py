@@ -182,6 +182,7 @@ def report_detection_attack(done: FinishedAttack, setup: EvaluationSetup) -> Run
         "patch_type": type(patch).__name__, "patch_area_fraction": patch.area_fraction(scene.face_mask),
         "steps": attack.steps, "steps_done": result.steps_done, "best_step": result.best_step,
         **done.stopped(), "zero_gradient_steps": result.zero_grad_steps,
+        **({"restarts": result.restarts} if result.restarts else {}),     # attack.restarts: the starts tried
         "batch_size": attack.batch_size, "seed": run.seed, "device": run.device,
         "attack_seconds": round(done.attack_seconds, 1),
         "attack_success_rate": m[success_key],

@@ -80,6 +80,7 @@ def report_classifier_attack(done: FinishedAttack, setup: EvaluationSetup) -> Ru
         "patch_type": type(done.patch).__name__, "patch_area_fraction": done.patch.area_fraction(scene.face_mask),
         "steps": attack.steps, "steps_done": result.steps_done, "best_step": result.best_step,
         **done.stopped(), "zero_gradient_steps": result.zero_grad_steps,
+        **({"restarts": result.restarts} if result.restarts else {}),     # attack.restarts: the starts tried
         "batch_size": attack.batch_size, "seed": run.seed, "device": run.device,
         "attack_seconds": round(done.attack_seconds, 1), "total_seconds": done.elapsed(),
         "protocol": "attack_success_rate counts held-out grid views whose clean render was classified "

@@ -1,0 +1,87 @@
+"""Random restarts (attack.restarts): the best start carries on as if it had been the only one."""
+
+import signal
+
+import pytest
+import torch
+
+from physattack.attack import AttackError, AttackSetup, EOTAttack
+from physattack.attack.restarts import restart_seed
+from physattack.config import RunConfig
+from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
+from physattack.patch import sticker_for_scene
+from physattack.printing import load_palette
+
+from tests.attack.test_loop import SigtermAfter
+
+
+@pytest.fixture(scope="module")
+def parts(stop_scene):
+    from physattack.render import Renderer
+
+    return {"scene": stop_scene, "pipeline": ViewPipeline(Renderer(), BackgroundBank(8, seed=0), (64, 64)),
+            "sampler": ViewSampler(background_count=8, jpeg_share=0.0), "palette": load_palette()}
+
+
+class Planted(EOTAttack):
+    """An attack whose steps succeed exactly when torch was seeded ``winner`` (each start seeds it with its own)."""
+
+    winner: int = -1
+
+    def _track_best(self, patch, state, success, loss, progress):
+        super()._track_best(patch, state, float(torch.initial_seed() == self.winner), loss, progress)
+
+
+def run(parts, signnet, path, seed=0, restarts=1, sampler=None, resume=None, winner=None):
+    patch = sticker_for_scene(parts["scene"])
+    attack = (EOTAttack if winner is None else Planted)(target="yield", steps=5, batch_size=6, lr=0.2, checkpoint_every=2, mask_search_steps=3,
+                       restarts=restarts, restart_steps=2)
+    attack.winner = winner
+    setup = AttackSetup(scene=parts["scene"], patch=patch, victim=signnet, pipeline=parts["pipeline"],
+                        sampler=sampler or parts["sampler"], palette=parts["palette"])
+    result = attack.run(setup, RunConfig(seed=seed, resume=resume and str(resume), progress=False), path)
+    return patch, result
+
+
+@pytest.mark.parametrize("winner", [0, 2])
+def test_the_best_start_carries_on_as_the_only_run_at_its_seed(parts, signnet, tmp_path, winner):
+    seed = restart_seed(3, winner)
+    patch, result = run(parts, signnet, tmp_path / "r", seed=3, restarts=3, winner=seed)
+    starts = result.restarts
+    assert [s["seed"] for s in starts] == [restart_seed(3, r) for r in range(3)] and starts[0]["seed"] == 3
+    assert len({s["seed"] for s in starts}) == 3 and all(s["steps"] == 2 for s in starts)
+    assert [s["chosen"] for s in starts] == [r == winner for r in range(3)]
+    assert [s["running_success"] > 0 for s in starts] == [r == winner for r in range(3)]
+    assert result.steps_done == 5 and [h["step"] for h in result.history] == [1, 2, 3, 4, 5]
+    alone, single = run(parts, signnet, tmp_path / "alone", seed=seed, winner=seed)
+    assert single.restarts is None
+    assert torch.equal(patch.mask, alone.mask) and torch.equal(patch.logits, alone.logits)
+    assert [h["loss"] for h in result.history] == [h["loss"] for h in single.history]
+
+
+def test_starts_differ_where_they_are_placed(parts, signnet, tmp_path):
+    first, _ = run(parts, signnet, tmp_path / "a", seed=restart_seed(0, 0))
+    other, _ = run(parts, signnet, tmp_path / "b", seed=restart_seed(0, 1))
+    assert not torch.equal(first.mask, other.mask)                 # the mask search draws its own views
+
+
+def test_a_restarted_run_resumes_bit_identically(parts, signnet, tmp_path):
+    full, _ = run(parts, signnet, tmp_path / "full", restarts=2)
+    # each start draws 3 mask-search batches and 2 steps; draw 12 is the chosen start's step 4
+    _, stopped = run(parts, signnet, tmp_path / "part", restarts=2, sampler=SigtermAfter(parts["sampler"], 12))
+    assert stopped.interrupted and stopped.signal == signal.SIGTERM and stopped.steps_done == 4
+    resumed, result = run(parts, signnet, tmp_path / "again", restarts=2, resume=tmp_path / "part")
+    assert result.steps_done == 5 and not result.interrupted and result.restarts == stopped.restarts
+    assert sum(s["chosen"] for s in result.restarts) == 1                  # the starts' record survives the resume
+    assert torch.equal(full.mask, resumed.mask) and torch.equal(full.logits, resumed.logits)
+
+
+@pytest.mark.parametrize("settings, key", [
+    ({"restarts": 0}, "attack.restarts"),
+    ({"restarts": 2, "restart_steps": 0}, "attack.restart_steps"),
+    ({"restarts": 2, "restart_steps": 5, "steps": 5}, "attack.restart_steps"),
+    ({"restarts": 2, "method": "query"}, "attack.restarts"),
+])
+def test_restarts_it_cannot_make_are_refused_by_key(settings, key):
+    with pytest.raises(AttackError, match=key.replace(".", r"\.")):
+        EOTAttack(**settings)
