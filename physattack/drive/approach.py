@@ -256,11 +256,11 @@ class ApproachSampler:
         if isinstance(self.dashcam, dict):
             self.dashcam = Dashcam(**self.dashcam)
         if isinstance(self.view, dict):
-            self.view = ViewSampler(**self.view)
+            self.view = ViewSampler.under(key + "view.", self.view)
         if isinstance(self.decision, dict):
             self.decision = ApproachObjective(**self.decision)
         if isinstance(self.views, dict):
-            self.views = ViewSampler(**self.views)
+            self.views = ViewSampler.under(key + "views.", self.views)
         if isinstance(self.conditions, dict):
             self.conditions = Conditions(**self.conditions)
         self.seen = SeenSettings.of(self.seen)

@@ -564,7 +564,7 @@ class DriveSampler:
         if isinstance(self.dashcam, dict):
             self.dashcam = Dashcam(**self.dashcam)
         if isinstance(self.view, dict):
-            self.view = ViewSampler(**self.view)
+            self.view = ViewSampler.under(key + "view.", self.view)
         if self.background_count is not None:
             self.view = replace(self.view, background_count=self.background_count)
 

@@ -41,7 +41,7 @@ def daylight_temperature(elevation_deg: Tensor, generator: torch.Generator) -> T
     plus a uniform draw of ``DAYLIGHT_SPREAD_K`` either side."""
     (e0, k0), (e1, k1) = DAYLIGHT_K
     centre = k0 + (k1 - k0) * ((elevation_deg - e0) / (e1 - e0)).clamp(0.0, 1.0)
-    return centre + DAYLIGHT_SPREAD_K * (2.0 * torch.rand(elevation_deg.shape, generator=generator) - 1.0)
+    return centre + _uniform(len(elevation_deg), (-DAYLIGHT_SPREAD_K, DAYLIGHT_SPREAD_K), generator)
 
 
 def sensor_pixels(object_width_m: float, distance_m: Tensor, frame: Tensor, sensor_focal_px: float) -> Tensor:
@@ -93,6 +93,15 @@ class ViewSampler:
     jpeg_share: float = 0.25
     background_count: int = 48
     bg_scale: Range = (0.35, 1.0)
+
+    @classmethod
+    def under(cls, key: str, settings: dict) -> "ViewSampler":
+        """A view sampler nested in another sampler's settings at ``key`` (e.g. ``eot.sampler.view.``): its
+        errors name the key the user wrote."""
+        try:
+            return cls(**settings)
+        except InputError as e:
+            raise type(e)(str(e).replace("eot.sampler.", key, 1)) from None
 
     def __post_init__(self) -> None:
         key = "eot.sampler."

@@ -195,3 +195,11 @@ def test_daylight_ties_colour_temperature_to_the_light_elevation():
 def test_daylight_share_out_of_range_names_the_key():
     with pytest.raises(InputError, match="eot.sampler.daylight"):
         ViewSampler(daylight=1.5)
+
+
+@pytest.mark.parametrize("part", ["view", "views"])
+def test_a_nested_view_samplers_errors_name_the_key_written(part):
+    from physattack.drive.approach import ApproachSampler
+
+    with pytest.raises(InputError, match=rf"^eot\.sampler\.{part}\.daylight "):
+        ApproachSampler(**{part: {"daylight": 1.5}})
