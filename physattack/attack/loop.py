@@ -276,9 +276,7 @@ class EOTAttack:
                 state = load_checkpoint(self, run.resume, loop) if run.resume else self._place(loop)
                 bar.update(state.step)
             else:
-                loop, state = best_start(self, setup, run, step, lambda: self._signals.stop)
-                for record in state.history if tracker is not None else ():       # the chosen start's steps
-                    tracker.log(self.tracked(record), step=record["step"])
+                loop, state = best_start(self, setup, run, step, lambda: self._signals.stop, tracker)
             while state.step < self.steps and not self._signals.stop:
                 step(loop, state)
                 if self.checkpoint_every and state.step % self.checkpoint_every == 0:

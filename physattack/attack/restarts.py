@@ -63,12 +63,14 @@ def _restore(attack, loop, snap: dict) -> None:
         loop.setup.sampler.load_state_dict(snap["sampler"])
 
 
-def best_start(attack, setup, run, step, stopped) -> tuple[object, LoopState]:
+def best_start(attack, setup, run, step, stopped, tracker=None) -> tuple[object, LoopState]:
     """Run ``attack.restarts`` starts of ``attack.restart_steps`` steps each and return the best one's loop
     and state (restored as they were after its last step; ``state.starts`` holds one record per start).
 
-    ``step(loop, state)`` runs one step (the caller's progress bar and tracker); ``stopped()`` says a signal
-    asked the run to stop, after which no further start begins (the best finished so far is carried on)."""
+    ``step(loop, state, restart)`` runs one step (the caller's progress bar); ``stopped()`` says a signal
+    asked the run to stop, after which no further start begins (the best finished so far is carried on).
+    ``tracker`` then logs the chosen start's steps, as a run without restarts logs them, and each start's
+    running success in its summary (``train/start_<r>/running_success``, ``train/start_chosen``)."""
     initial = _snapshot(attack, _Fresh(setup))
     best, records = None, []
     for r in range(attack.restarts):
@@ -91,6 +93,11 @@ def best_start(attack, setup, run, step, stopped) -> tuple[object, LoopState]:
     loop, state, snap, chosen = best
     _restore(attack, loop, snap)
     state.starts = [{**record, "chosen": record["restart"] == chosen} for record in records]
+    if tracker is not None:
+        for record in state.history:
+            tracker.log(attack.tracked(record), step=record["step"])
+        tracker.summary({"train/start_chosen": chosen,
+                         **{f"train/start_{r['restart']}/running_success": r["running_success"] for r in records}})
     return loop, state
 
 

@@ -11,6 +11,7 @@ from physattack.config import RunConfig
 from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
 from physattack.patch import sticker_for_scene
 from physattack.printing import load_palette
+from physattack.tracking import NullTracker
 
 from tests.attack.test_loop import SigtermAfter
 
@@ -32,21 +33,35 @@ class Planted(EOTAttack):
         super()._track_best(patch, state, float(torch.initial_seed() == self.winner), loss, progress)
 
 
-def run(parts, signnet, path, seed=0, restarts=1, sampler=None, resume=None, winner=None):
+class Recorder(NullTracker):
+    def __init__(self):
+        self.steps, self.summaries = [], {}
+
+    def log(self, metrics, step=None):
+        self.steps.append(step)
+
+    def summary(self, metrics):
+        self.summaries.update(metrics)
+
+
+def run(parts, signnet, path, seed=0, restarts=1, sampler=None, resume=None, winner=None, tracker=None):
     patch = sticker_for_scene(parts["scene"])
     attack = (EOTAttack if winner is None else Planted)(target="yield", steps=5, batch_size=6, lr=0.2, checkpoint_every=2, mask_search_steps=3,
                        restarts=restarts, restart_steps=2)
     attack.winner = winner
     setup = AttackSetup(scene=parts["scene"], patch=patch, victim=signnet, pipeline=parts["pipeline"],
                         sampler=sampler or parts["sampler"], palette=parts["palette"])
-    result = attack.run(setup, RunConfig(seed=seed, resume=resume and str(resume), progress=False), path)
+    result = attack.run(setup, RunConfig(seed=seed, resume=resume and str(resume), progress=False), path, tracker)
     return patch, result
 
 
 @pytest.mark.parametrize("winner", [0, 2])
 def test_the_best_start_carries_on_as_the_only_run_at_its_seed(parts, signnet, tmp_path, winner):
     seed = restart_seed(3, winner)
-    patch, result = run(parts, signnet, tmp_path / "r", seed=3, restarts=3, winner=seed)
+    tracker = Recorder()
+    patch, result = run(parts, signnet, tmp_path / "r", seed=3, restarts=3, winner=seed, tracker=tracker)
+    assert tracker.steps == [1, 2, 3, 4, 5]                     # the chosen start's steps, once, in order
+    assert tracker.summaries["train/start_chosen"] == winner and len(tracker.summaries) == 4
     starts = result.restarts
     assert [s["seed"] for s in starts] == [restart_seed(3, r) for r in range(3)] and starts[0]["seed"] == 3
     assert len({s["seed"] for s in starts}) == 3 and all(s["steps"] == 2 for s in starts)
