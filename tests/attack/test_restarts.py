@@ -100,3 +100,37 @@ def test_a_restarted_run_resumes_bit_identically(parts, signnet, tmp_path):
 def test_restarts_it_cannot_make_are_refused_by_key(settings, key):
     with pytest.raises(AttackError, match=key.replace(".", r"\.")):
         EOTAttack(**settings)
+
+
+def test_a_winning_first_start_over_approach_windows_is_the_run_without_restarts(stop_scene, signnet, tmp_path):
+    """The preset's path: the later starts refit the detector framing and fill the sampler; the first start, carried
+    on, frames and draws as it would have alone."""
+    from physattack.drive.approach import ApproachSampler
+    from physattack.drive.framing import DetectorFraming
+    from physattack.drive.render import DriveRenderer
+    from physattack.drive.stacks import StackSettings, TiledDetector
+    from physattack.drive.trajectories import Dashcam
+    from physattack.render import Renderer
+    from physattack.victims import load_detnet
+
+    detnet = load_detnet().eval()
+
+    def go(restarts, path):
+        cam = Dashcam()
+        framing = DetectorFraming(TiledDetector(detnet, cam, stop_scene.texture_size_m, StackSettings()),
+                                  DriveRenderer(Renderer(), BackgroundBank(4, seed=0), cam), drives=2, frames_per_drive=5)
+        sampler = ApproachSampler(drives=2, segments=2, background_count=4, dashcam=cam, framing=framing, refit_every=3,
+                                  views_per_step=4, views={"frame": (0.55, 0.7)})
+        patch = sticker_for_scene(stop_scene)
+        setup = AttackSetup(scene=stop_scene, patch=patch, victim=signnet, sampler=sampler, palette=load_palette(None),
+                            pipeline=ViewPipeline(Renderer(), BackgroundBank(4, seed=0), (64, 64)))
+        attack = Planted(steps=5, lr=0.3, checkpoint_every=0, mask_search_steps=2, batch_size=4, restarts=restarts,
+                         restart_steps=2)
+        attack.winner = 1
+        return patch, attack.run(setup, RunConfig(seed=1, progress=False), path)
+
+    alone, single = go(1, tmp_path / "alone")
+    patch, result = go(3, tmp_path / "r")
+    assert [s["chosen"] for s in result.restarts] == [True, False, False]
+    assert torch.equal(patch.mask, alone.mask) and torch.equal(patch.logits, alone.logits)
+    assert [h["loss"] for h in result.history] == [h["loss"] for h in single.history]
