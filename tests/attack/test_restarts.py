@@ -46,8 +46,9 @@ class Recorder(NullTracker):
 
 def run(parts, signnet, path, seed=0, restarts=1, sampler=None, resume=None, winner=None, tracker=None):
     patch = sticker_for_scene(parts["scene"])
-    attack = (EOTAttack if winner is None else Planted)(target="yield", steps=5, batch_size=6, lr=0.2, checkpoint_every=2, mask_search_steps=3,
-                       restarts=restarts, restart_steps=2)
+    attack = (EOTAttack if winner is None else Planted)(target="yield", steps=5, batch_size=6, lr=0.2,
+                                                        checkpoint_every=2, mask_search_steps=3, restarts=restarts,
+                                                        restart_steps=2)
     attack.winner = winner
     setup = AttackSetup(scene=parts["scene"], patch=patch, victim=signnet, pipeline=parts["pipeline"],
                         sampler=sampler or parts["sampler"], palette=parts["palette"])
