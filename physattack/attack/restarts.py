@@ -5,9 +5,8 @@ ICLR'18; AutoAttack, Croce & Hein, ICML'20). Here a start is the whole first sta
 seed of its own: the sticker mask search and the first ``attack.restart_steps`` optimizer steps. Each
 start is judged by its running success at that step (for an ensemble, the mean over the members, whom
 the red team holds; never a held-out victim), and the best start's loop carries on to ``attack.steps``
-as if it had been the only one: as a run at that start's seed goes, but for a detector framing's refits, whose
-own draws follow the run's seed. Restart 0 uses the run's own seed, so when it wins the patch is the one a
-run without restarts makes.
+as a run at that start's seed would, but for a detector framing's refits, whose draws follow the run's own
+seed. Restart 0 uses the run's own seed, so when it wins the patch is the one a run without restarts makes.
 
 The running success a run reaches early tells how its views will read, not how its drives will go: over
 twelve runs of the red team's preset each at 0.85 or more at step 50 kept every member at 84 % of views or
@@ -102,4 +101,3 @@ def best_start(attack, setup, run, step, stopped, tracker=None) -> tuple[object,
         tracker.summary({"train/start_chosen": chosen,
                          **{f"train/start_{r['restart']}/running_success": r["running_success"] for r in records}})
     return loop, state
-

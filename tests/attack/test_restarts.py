@@ -8,20 +8,12 @@ import torch
 from physattack.attack import AttackError, AttackSetup, EOTAttack
 from physattack.attack.restarts import restart_seed
 from physattack.config import RunConfig
-from physattack.eot import BackgroundBank, ViewPipeline, ViewSampler
+from physattack.eot import BackgroundBank, ViewPipeline
 from physattack.patch import sticker_for_scene
 from physattack.printing import load_palette
 from physattack.tracking import NullTracker
 
-from tests.attack.test_loop import SigtermAfter
-
-
-@pytest.fixture(scope="module")
-def parts(stop_scene):
-    from physattack.render import Renderer
-
-    return {"scene": stop_scene, "pipeline": ViewPipeline(Renderer(), BackgroundBank(8, seed=0), (64, 64)),
-            "sampler": ViewSampler(background_count=8, jpeg_share=0.0), "palette": load_palette()}
+from tests.attack.test_loop import SigtermAfter, parts  # noqa: F401  (parts: test_loop's scene and pipeline)
 
 
 class Planted(EOTAttack):
