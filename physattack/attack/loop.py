@@ -60,6 +60,7 @@ class AttackSetup:
     guide: nn.Module | None = None      # the init= run's victim(s), held white-box: a query attack's keep
     seen: Callable | None = None        # approach windows: the stack detector's term (physattack.attack.seen.SeenTerm;
                                         # with a true .project its gradient is projected off the attack's)
+    validation: Callable | None = None  # printed texture -> {member: share of the red team's own drives run}
 
 
 @dataclass
@@ -150,9 +151,9 @@ class EOTAttack:
         features: a feature-level transfer term on the members' mid-layer features (``ila``: refine the ``init=``
             run's patch along the direction it moved them; ``fia``: feature importance), added to each member's
             objective (``physattack.attack.intermediate.FeatureLevel``, or its keys as a dict).
-        restarts, restart_steps: random restarts (``physattack.attack.restarts``): ``restarts`` starts from seeds of
-            their own, each through the mask search and ``restart_steps`` steps; the one with the highest running
-            success carries on to ``steps``. 1: one start, the run's seed.
+        restarts, restart_steps, restart_judge: random restarts (``physattack.attack.restarts``): ``restarts``
+            starts from seeds of their own, each through the mask search and ``restart_steps`` steps; the best, as
+            ``restart_judge`` compares them (``RestartJudge``), carries on to ``steps``. 1: one start, the run's seed.
     """
 
     objective: str = "targeted"
@@ -173,6 +174,7 @@ class EOTAttack:
     features: object = None
     restarts: int = 1
     restart_steps: int = 50
+    restart_judge: object = None
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:

@@ -137,10 +137,11 @@ def run_attack(cfg: DictConfig, run_dir: str | Path) -> RunReport:
     resumed = load_torch(checkpoint_file(run.resume), "checkpoint") if run.resume else None
     parts = attack_parts(cfg, run, device)
     drive = drive_evaluation(cfg, parts, run, device)       # refused here on bad settings, before any step
+    validation = restart_validation(cfg, parts, run, device)
     tracker = build.tracker(cfg, run_dir, OmegaConf.to_container(cfg, resolve=True), **tracking_identity(cfg, resumed))
     save_text(run_dir / "config.yaml", config_yaml)
     try:
-        report = attack_and_report(parts, run, run_dir, tracker, drive)
+        report = attack_and_report(parts, run, run_dir, tracker, drive, validation)
         report.headline = parts.kind.headline(report)
         head = {"headline": report.headline, "headline/success_rate": parts.kind.headline_rate(report)}
         if report.drive is not None and report.drive.get("attack_success_rate") is not None:
@@ -170,16 +171,48 @@ def drive_evaluation(cfg: DictConfig, parts: AttackParts, run: RunConfig, device
                                   print_retroreflects=build.print_retroreflects(cfg))
 
 
-def attack_and_report(parts: AttackParts, run: RunConfig, run_dir: Path, tracker, drive=None) -> RunReport:
+def restart_validation(cfg: DictConfig, parts: AttackParts, run: RunConfig, device):
+    """The red team's own drives that compare a fresh run's starts (``attack.restart_judge.by=drives``):
+    ``conf/drive/default.yaml``'s set with ``attack.restart_judge.drives`` over it, rendered over the *training*
+    backgrounds and read by the stack with the attacked members alone on its panel (nothing held out is asked);
+    ``printed texture -> {member: share of drives run}``. None when not asked for, or on resume (chosen already)."""
+    from physattack.drive.build import members_judge
+
+    attack = parts.attack
+    judge = getattr(attack, "restart_judge", None)
+    if getattr(attack, "restarts", 1) == 1 or judge is None or judge.by != "drives" or run.resume:
+        return None
+    node = build.drive_config("default")
+    unknown = sorted(set(judge.drives) - set(node.drives))
+    if unknown:
+        raise InputError(f"attack.restart_judge.drives.{unknown[0]} is not a key of the drive set; give keys of "
+                         f"conf/drive/default.yaml's drives ({', '.join(k for k in node.drives if k != '_target_')}).")
+    node = OmegaConf.merge(node, {"drives": judge.drives})
+    attacked = dict(zip(parts.victim_names, getattr(parts.victim, "members", None) or [parts.victim]))
+    members = build.protocol_members({}, attacked, device)
+    perception = parts.kind.perception(node, PerceptionInputs(parts.victim, parts.victim_names, members,
+                                                              (run.image_size, float(cfg.eot.grid.frame)), device))
+    if perception is None:
+        raise InputError(f"attack.restart_judge.by=drives compares starts on drives, and a {parts.kind.name} run has "
+                         "none: set attack.restart_judge.by=running.")
+    evaluation = build.drive_evaluation(node, perception, scene=parts.scene, renderer=parts.pipeline.renderer,
+                                        backgrounds=parts.pipeline.backgrounds,
+                                        print_retroreflects=build.print_retroreflects(cfg))
+    return members_judge(evaluation, parts.scene.texture, photograph=build.camera_stage(parts.pipeline))
+
+
+def attack_and_report(parts: AttackParts, run: RunConfig, run_dir: Path, tracker, drive=None,
+                      validation=None) -> RunReport:
     """Optimize, then let the run's kind evaluate, report and export the patch; judge it on ``drive``'s
-    drives (a ``physattack.drive.build.DriveEvaluation``) when given and the attack was not interrupted."""
+    drives (a ``physattack.drive.build.DriveEvaluation``) when given and the attack was not interrupted.
+    ``validation`` (``restart_validation``) compares the starts of a restarted run."""
     t0 = time.time()
     scene, victim, patch = parts.scene, parts.victim, parts.patch
     setup = AttackSetup(scene=scene, patch=patch, victim=victim, pipeline=parts.pipeline, sampler=parts.sampler,
                         palette=parts.palette, colour_model=parts.colour_model,
                         judge=parts.kind.judge(parts, run),
                         victim_name="+".join(parts.victim_names), placed=parts.init is not None,
-                        guide=parts.guide, seen=parts.seen)
+                        guide=parts.guide, seen=parts.seen, validation=validation)
     result = parts.attack.run(setup, run, run_dir, tracker)
     attack_seconds = time.time() - t0
     patch.load_state_dict(result.best_state)

@@ -162,18 +162,42 @@ def drive_panel(members: dict | None, scene_class: str, detectors: bool = False)
     return panel, skipped
 
 
-def frontier_judge(evaluation, clean_texture: Tensor, photograph=None) -> Callable[[Tensor], dict]:
-    """A judge of ``evaluation``'s drives (a ``DriveEvaluation``) for the area frontier (``physattack.evaluate.area``):
-    the clean sign is judged once, each texture after it only attacked; no timelines or videos."""
+def _outcomes(evaluation, clean_texture: Tensor, photograph=None) -> Callable[[Tensor], list]:
+    """``texture -> outcomes`` of ``evaluation``'s drives: the clean sign judged once, here, each texture after it
+    only attacked; no timelines or videos."""
     settings = replace(evaluation.settings, timelines=0, videos=0)
     clean = evaluate_drives(Judging(evaluation.scene, {"clean": clean_texture}, evaluation.renderer, evaluation.stack,
                                     settings, photograph), evaluation.drives)
 
-    def judge(texture: Tensor) -> dict:
+    def outcomes(texture: Tensor) -> list:
         adv = evaluate_drives(Judging(evaluation.scene, {"attacked": texture}, evaluation.renderer, evaluation.stack,
                                       settings, photograph), evaluation.drives)
-        outcomes = [replace(a, readings={**c.readings, **a.readings}, recognised={**c.recognised, **a.recognised},
-                            panel_recognised={**c.panel_recognised, **a.panel_recognised}) for c, a in zip(clean, adv)]
+        return [replace(a, readings={**c.readings, **a.readings}, recognised={**c.recognised, **a.recognised},
+                        panel_recognised={**c.panel_recognised, **a.panel_recognised}) for c, a in zip(clean, adv)]
+
+    return outcomes
+
+
+def members_judge(evaluation, clean_texture: Tensor, photograph=None) -> Callable[[Tensor], dict[str, float]]:
+    """``texture -> {member: share of drives run}``: each attacked member of ``evaluation``'s panel alone, over the
+    drives it stops clean (a member that stops none is left out); what ``attack.restart_judge.by=drives`` reads."""
+    outcomes_of = _outcomes(evaluation, clean_texture, photograph)
+
+    def judge(texture: Tensor) -> dict[str, float]:
+        p = panel_metrics(outcomes_of(texture), evaluation.stack.panel, evaluation.stack.panel_skipped)
+        return {name: r["attack_success_rate"]["rate"] for name, r in p["members"].items()
+                if r["role"] == "attacked" and r["attack_success_rate"]["n"]}
+
+    return judge
+
+
+def frontier_judge(evaluation, clean_texture: Tensor, photograph=None) -> Callable[[Tensor], dict]:
+    """A judge of ``evaluation``'s drives (a ``DriveEvaluation``) for the area frontier (``physattack.evaluate.area``):
+    the clean sign is judged once, each texture after it only attacked; no timelines or videos."""
+    outcomes_of = _outcomes(evaluation, clean_texture, photograph)
+
+    def judge(texture: Tensor) -> dict:
+        outcomes = outcomes_of(texture)
         m = drive_metrics(outcomes)
         out = {"drives": m["drives"], "attack_success_rate": m["attack_success_rate"]}
         if evaluation.stack.panel:
@@ -191,4 +215,4 @@ def frontier_judge(evaluation, clean_texture: Tensor, photograph=None) -> Callab
 
 
 __all__ = ["DriveEvaluation", "DriveWorld", "Perception", "drive_evaluation", "drive_panel", "footage_evaluation",
-           "frontier_judge", "perception_stack"]
+           "frontier_judge", "members_judge", "perception_stack"]

@@ -36,14 +36,15 @@ class Recorder(NullTracker):
         self.summaries.update(metrics)
 
 
-def run(parts, signnet, path, seed=0, restarts=1, sampler=None, resume=None, winner=None, tracker=None):
-    patch = sticker_for_scene(parts["scene"])
+def run(parts, signnet, path, seed=0, restarts=1, sampler=None, resume=None, winner=None, tracker=None, judge=None,
+        colours="free"):
+    patch = sticker_for_scene(parts["scene"], colours=colours)
     attack = (EOTAttack if winner is None else Planted)(target="yield", steps=5, batch_size=6, lr=0.2,
                                                         checkpoint_every=2, mask_search_steps=3, restarts=restarts,
-                                                        restart_steps=2)
+                                                        restart_steps=2, restart_judge=judge and judge.settings)
     attack.winner = winner
     setup = AttackSetup(scene=parts["scene"], patch=patch, victim=signnet, pipeline=parts["pipeline"],
-                        sampler=sampler or parts["sampler"], palette=parts["palette"])
+                        sampler=sampler or parts["sampler"], palette=parts["palette"], validation=judge)
     result = attack.run(setup, RunConfig(seed=seed, resume=resume and str(resume), progress=False), path, tracker)
     return patch, result
 
@@ -84,8 +85,60 @@ def test_a_restarted_run_resumes_bit_identically(parts, signnet, tmp_path):
     assert torch.equal(full.mask, resumed.mask) and torch.equal(full.logits, resumed.logits)
 
 
+class Drives:
+    """The red team's own drives, planted: the n-th start's patch runs ``weakest[n]`` of them for its weakest member
+    (0.95 for the other); it draws from torch's generator, as rendering drives may."""
+
+    def __init__(self, weakest, accept=None):
+        self.weakest, self.textures = weakest, []
+        self.settings = {"by": "drives", "accept": accept}
+
+    def __call__(self, texture):
+        self.textures.append(texture)
+        torch.rand(100)
+        return {"signnet": self.weakest[len(self.textures) - 1], "other": 0.95}
+
+
+def test_starts_judged_by_the_red_teams_drives(parts, signnet, tmp_path):
+    """The drives outrank the running success (restart 2 wins the steps, restart 1 the drives); the chosen start
+    carries on as the only run at its seed; the judge saw each start's patch in its final colours."""
+    judge, tracker = Drives([0.5, 0.9, 0.7]), Recorder()
+    patch, result = run(parts, signnet, tmp_path / "r", seed=3, restarts=3, winner=restart_seed(3, 2), judge=judge,
+                        tracker=tracker, colours="palette")
+    starts = result.restarts
+    assert [s["chosen"] for s in starts] == [False, True, False] and starts[2]["running_success"] > 0
+    assert [s["drives_weakest"] for s in starts] == [0.5, 0.9, 0.7] and starts[1]["drives"] == {"signnet": 0.9,
+                                                                                              "other": 0.95}
+    assert tracker.summaries["train/start_chosen"] == 1 and tracker.summaries["train/start_1/drives_weakest"] == 0.9
+    alone, single = run(parts, signnet, tmp_path / "alone", seed=restart_seed(3, 1), winner=restart_seed(3, 2),
+                        colours="palette")
+    assert torch.equal(patch.mask, alone.mask) and torch.equal(patch.logits, alone.logits)
+    assert [h["loss"] for h in result.history] == [h["loss"] for h in single.history]
+    for texture in judge.textures:                      # the palette's own colours under the stickers, not a blend
+        on = texture[:, (texture != parts["scene"].texture).any(0)].T
+        assert len(on) and (on[:, None] - patch.palette[None]).abs().amax(-1).min(1).values.max() < 1e-6
+
+
+def test_a_start_that_reaches_accept_is_carried_on_at_once(parts, signnet, tmp_path):
+    judge = Drives([0.85, 1.0], accept=0.8)
+    _, result = run(parts, signnet, tmp_path / "r", seed=3, restarts=3, judge=judge)
+    assert len(judge.textures) == 1 and [s["chosen"] for s in result.restarts] == [True]
+    assert result.steps_done == 5 and [h["step"] for h in result.history] == [1, 2, 3, 4, 5]
+
+
+def test_starts_judged_by_drives_need_the_drives(parts, signnet, tmp_path):
+    attack = EOTAttack(target="yield", steps=5, batch_size=6, mask_search_steps=3, restarts=2, restart_steps=2,
+                       restart_judge={"by": "drives"})
+    setup = AttackSetup(scene=parts["scene"], patch=sticker_for_scene(parts["scene"]), victim=signnet,
+                        pipeline=parts["pipeline"], sampler=parts["sampler"], palette=parts["palette"])
+    with pytest.raises(AttackError, match="restart_judge.by=drives"):
+        attack.run(setup, RunConfig(seed=0, progress=False), tmp_path, None)
+
+
 @pytest.mark.parametrize("settings, key", [
     ({"restarts": 0}, "attack.restarts"),
+    ({"restarts": 2, "restart_judge": {"by": "views"}}, "attack.restart_judge.by"),
+    ({"restarts": 2, "restart_judge": {"accept": 1.5}}, "attack.restart_judge.accept"),
     ({"restarts": 2, "restart_steps": 0}, "attack.restart_steps"),
     ({"restarts": 2, "restart_steps": 5, "steps": 5}, "attack.restart_steps"),
     ({"restarts": 2, "method": "query"}, "attack.restarts"),
