@@ -120,6 +120,9 @@ def _judged(attack, setup, state: LoopState) -> tuple[tuple, dict]:
         return (state.ema_success,), {}
     with torch.random.fork_rng(devices=[]):  # the judge's draws leave the start's own untouched
         shares = setup.validation(_final_texture(setup))
+    if not shares:
+        raise AttackError("No member stops the car for the clean sign on any of the red team's drives, so they cannot "
+                          "compare starts: choose nearer or slower drives in attack.restart_judge.drives.")
     weakest, mean = min(shares.values()), sum(shares.values()) / len(shares)
     return (weakest, mean, state.ema_success), {"drives": {k: round(v, 4) for k, v in shares.items()},
                                                 "drives_weakest": round(weakest, 4)}
@@ -150,17 +153,21 @@ def best_start(attack, setup, run, step, stopped, tracker=None) -> tuple[object,
         state = attack._place(loop)
         while state.step < attack.restart_steps and not stopped():
             step(loop, state, r)
+        record = {"restart": r, "seed": seed, "steps": state.step, "running_success": round(state.ema_success, 4)}
+        if stopped():         # a signal: no more judging (drives take minutes); the best so far, or this start, goes on
+            records.append(record)
+            best = best or (loop, state, _snapshot(attack, setup), r, None)
+            break
         if judge.by == "drives":
             log.info("start %d of %d: its patch on the red team's own drives", r + 1, attack.restarts)
         score, extra = _judged(attack, setup, state)
-        records.append({"restart": r, "seed": seed, "steps": state.step,
-                        "running_success": round(state.ema_success, 4), **extra})
+        records.append({**record, **extra})
         log.info("start %d of %d (seed %d): running success %.3f at step %d%s", r + 1, attack.restarts, seed,
                  state.ema_success, state.step,
                  f"; the weakest member runs {extra['drives_weakest']:.0%} of the drives" if extra else "")
         if best is None or score > best[4]:
             best = (loop, state, _snapshot(attack, setup), r, score)
-        if stopped() or (judge.accept is not None and score[0] >= judge.accept):
+        if judge.accept is not None and score[0] >= judge.accept:
             break
     loop, state, snap, chosen, _ = best
     _restore(attack, setup, snap)

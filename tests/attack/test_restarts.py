@@ -126,6 +126,16 @@ def test_a_start_that_reaches_accept_is_carried_on_at_once(parts, signnet, tmp_p
     assert result.steps_done == 5 and [h["step"] for h in result.history] == [1, 2, 3, 4, 5]
 
 
+def test_a_signal_during_a_start_judges_no_more(parts, signnet, tmp_path):
+    """Drives take minutes: a start a signal cut short is not judged, and the best judged before it is kept."""
+    judge = Drives([0.5, 1.0, 1.0])
+    # each start draws 3 mask-search batches and 2 steps: draw 8 is start 1's first step
+    _, result = run(parts, signnet, tmp_path / "r", seed=3, restarts=3, judge=judge,
+                    sampler=SigtermAfter(parts["sampler"], 8))
+    assert result.interrupted and len(judge.textures) == 1
+    assert [(s["restart"], s["chosen"], "drives" in s) for s in result.restarts] == [(0, True, True), (1, False, False)]
+
+
 def test_starts_judged_by_drives_need_the_drives(parts, signnet, tmp_path):
     attack = EOTAttack(target="yield", steps=5, batch_size=6, mask_search_steps=3, restarts=2, restart_steps=2,
                        restart_judge={"by": "drives"})
