@@ -120,6 +120,8 @@ def test_the_red_team_preset_is_the_ensemble_over_approach_windows_within_a_quar
     assert {"zoo_resnet10t_48", "zoo_ghostnet_48"} <= set(cfg.victim.members)   # two that see a far sign's 48 px
     assert cfg.eot.sampler._target_.endswith("ApproachSampler") and cfg.patch.area <= 0.25
     assert cfg.eot.sampler.decision.every_window     # a drawn window stands for its drive's: +12 points over drives
+    judge = cfg.attack.restart_judge                # up to three starts, judged on the red team's own drives
+    assert cfg.attack.restarts == 3 and judge.by == "drives" and judge.accept == 0.8 and judge.drives.seed == 4000
     held_out = set(cfg.evaluation.victims) - set(cfg.victim.members)
     families = {cfg.evaluation.families[n] for n in held_out} - {cfg.evaluation.families[n] for n in cfg.victim.members}
     assert len(families) >= 3                      # at least three families no member shares
@@ -131,9 +133,9 @@ def test_the_four_member_preset_is_one_line_back_as_the_readme_says():
     from physattack.cli.attack import compose as door_compose
 
     cfg = door_compose("+scene=stop_sign", "attack=yield", "+experiment=unseen",
-                       "~victim.members.zoo_ghostnet_48", "eot.sampler.views_per_step=32")
+                       "~victim.members.zoo_ghostnet_48", "eot.sampler.views_per_step=32", "attack.restarts=1")
     assert list(cfg.victim.members) == ["signnet_clear", "zoo_resnet10t", "zoo_convnext_atto", "zoo_resnet10t_48"]
-    assert cfg.eot.sampler.views_per_step == 32 and cfg.eot.sampler.segments == 4
+    assert cfg.eot.sampler.views_per_step == 32 and cfg.eot.sampler.segments == 4 and cfg.attack.restarts == 1
 
 
 def test_the_data_map_names_pool_victims_and_every_pool_victim_has_a_family():
