@@ -11,11 +11,10 @@ seed. Restart 0 uses the run's own seed, so when it wins the patch is the one a 
 The running success a run reaches early tells how its views will read, not how its drives will go: over
 twelve runs of the red team's preset each at 0.85 or more at step 50 kept every member at 84 % of views or
 more, each at 0.83 or less left a member below; but with three starts on seed 0 the chosen one (0.887) read
-better in every view and lost most of the held-out drives, so the preset keeps restarts off (README, "The
-red team's preset").
-Judged instead by the red team's own drives (``attack.restart_judge.by=drives``: the members alone over drives of
+better in every view and lost most of the held-out drives (README, "The red team's preset").
+Judged instead on the red team's own drives (``attack.restart_judge.by=drives``: the members alone over drives of
 the training backgrounds, another seed than the held-out set's), each start's patch at step 50 read its drives nearly
-as the finished patch read the held-out ones, on both seeds measured (README).
+as the finished patch read the held-out ones on the two seeds measured by hand, and the preset judges its starts so.
 """
 
 from __future__ import annotations
