@@ -40,8 +40,7 @@ def main() -> None:
     device = torch.device("cpu")
     parts = attack_parts(cfg, run, device)
     load_patch(parts.patch, folder / "patch.pt", device)
-    with torch.no_grad():
-        printed = parts.colour_model.print_patch(parts.patch.apply(parts.scene.texture), parts.patch.mask)
+    printed = parts.patch.printed(parts.scene.texture, parts.colour_model)
     t0 = time.perf_counter()
     judge = restart_validation(cfg, parts, run, device)
     built = time.perf_counter() - t0
@@ -50,10 +49,7 @@ def main() -> None:
         t0 = time.perf_counter()
         shares = judge(printed)
         times.append(time.perf_counter() - t0)
-    drives = len(build.make(OmegaConf.merge(build.drive_config("default"),
-                                            {"drives": cfg.attack.restart_judge.get("drives") or {}}).drives,
-                            background_count=len(parts.pipeline.backgrounds), _convert_="all").drives())
-    print(f"{folder}: {drives} drives; built (the clean sign) {built:.1f} s; the patch judged in "
+    print(f"{folder}: {judge.drives} drives; built (the clean sign) {built:.1f} s; the patch judged in "
           f"{statistics.median(times):.1f} s (median of {len(times)})")
     print("members' share of the drives run: " + ", ".join(f"{k} {100 * v:.1f} %" for k, v in shares.items()))
 

@@ -108,9 +108,7 @@ def _restore(attack, setup, snap: dict) -> None:
 def _final_texture(setup) -> torch.Tensor:
     """The patch's texture in its final colours, as printed: what a drive of the patch shows."""
     setup.patch.anneal(1.0)                  # the next step anneals it back
-    with torch.no_grad():
-        texture = setup.patch.apply(setup.scene.texture)
-        return texture if setup.colour_model is None else setup.colour_model.print_patch(texture, setup.patch.mask)
+    return setup.patch.printed(setup.scene.texture, setup.colour_model)
 
 
 def _judged(attack, setup, state: LoopState) -> tuple[tuple, dict]:

@@ -180,7 +180,8 @@ def _outcomes(evaluation, clean_texture: Tensor, photograph=None) -> Callable[[T
 
 def members_judge(evaluation, clean_texture: Tensor, photograph=None) -> Callable[[Tensor], dict[str, float]]:
     """``texture -> {member: share of drives run}``: each attacked member of ``evaluation``'s panel alone, over the
-    drives it stops clean (a member that stops none is left out); what ``attack.restart_judge.by=drives`` reads."""
+    drives it stops clean (a member that stops none is left out); what ``attack.restart_judge.by=drives`` reads.
+    ``judge.drives`` is how many drives it judges on."""
     outcomes_of = _outcomes(evaluation, clean_texture, photograph)
 
     def judge(texture: Tensor) -> dict[str, float]:
@@ -188,6 +189,7 @@ def members_judge(evaluation, clean_texture: Tensor, photograph=None) -> Callabl
         return {name: r["attack_success_rate"]["rate"] for name, r in p["members"].items()
                 if r["role"] == "attacked" and r["attack_success_rate"]["n"]}
 
+    judge.drives = len(evaluation.drives)
     return judge
 
 

@@ -8,6 +8,7 @@ patch instead of probing with ``hasattr``.
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from physattack.errors import InputError
@@ -41,6 +42,14 @@ class Patch(nn.Module):
     def apply(self, base_texture: Tensor) -> Tensor:
         """Base texture 3×Ht×Wt (or B×3×Ht×Wt) -> the texture with the patch on, same shape."""
         raise NotImplementedError
+
+    def printed(self, base_texture: Tensor, colour_model=None) -> Tensor:
+        """``apply(base_texture)`` as printed, without gradient: ``colour_model`` (a ``physattack.printing.ColourModel``)
+        prints the texels under the mask; None leaves the designed colours. What a drive of the patch shows once
+        the colours are final (the report's drives, the restart judge)."""
+        with torch.no_grad():
+            texture = self.apply(base_texture)
+            return texture if colour_model is None else colour_model.print_patch(texture, self.mask)
 
     def colors(self) -> Tensor:
         """3×Ht×Wt colours in [0, 1], what the printability priors (NPS, TV) judge under ``mask``."""

@@ -64,3 +64,19 @@ def test_out_of_range_keys_are_one_sentence_naming_the_key(stop_scene, build, ke
 def test_a_palette_needs_two_colours():
     with pytest.raises(PatchError, match="K >= 2"):
         StickerPatch(torch.ones(1, 4, 4), palette=load_palette()[:1])
+
+
+def test_printed_is_the_patch_through_the_colour_model_off_the_mask_untouched(stop_scene):
+    from physattack.printing import load_colour_model
+
+    patch, model = sticker_for_scene(stop_scene), load_colour_model()
+    with torch.no_grad():
+        patch.logits.uniform_(-3, 3)                         # colours the default print gamut cannot all show
+    designed = patch.apply(stop_scene.texture)
+    printed = patch.printed(stop_scene.texture, model)
+    assert not printed.requires_grad
+    assert torch.equal(patch.printed(stop_scene.texture), designed.detach())
+    on = patch.mask[0] > 0
+    assert torch.equal(printed[:, ~on], designed[:, ~on].detach())    # the sign's own paint is not printed
+    assert (printed[:, on] - designed[:, on]).abs().max() > 0.01      # the stickers are
+    assert torch.allclose(printed, model.print_patch(designed, patch.mask))
