@@ -162,16 +162,16 @@ def drive_panel(members: dict | None, scene_class: str, detectors: bool = False)
     return panel, skipped
 
 
-def _outcomes(evaluation, clean_texture: Tensor, photograph=None) -> Callable[[Tensor], list]:
+def _outcomes(evaluation, clean_texture: Tensor, photograph=None, own: bool = True) -> Callable[[Tensor], list]:
     """``texture -> outcomes`` of ``evaluation``'s drives: the clean sign judged once, here, each texture after it
-    only attacked; no timelines or videos."""
+    only attacked; no timelines or videos. ``own`` False: the panel's readings alone (the stack's own are not read)."""
     settings = replace(evaluation.settings, timelines=0, videos=0)
     clean = evaluate_drives(Judging(evaluation.scene, {"clean": clean_texture}, evaluation.renderer, evaluation.stack,
-                                    settings, photograph), evaluation.drives)
+                                    settings, photograph, own=own), evaluation.drives)
 
     def outcomes(texture: Tensor) -> list:
         adv = evaluate_drives(Judging(evaluation.scene, {"attacked": texture}, evaluation.renderer, evaluation.stack,
-                                      settings, photograph), evaluation.drives)
+                                      settings, photograph, own=own), evaluation.drives)
         return [replace(a, readings={**c.readings, **a.readings}, recognised={**c.recognised, **a.recognised},
                         panel_recognised={**c.panel_recognised, **a.panel_recognised}) for c, a in zip(clean, adv)]
 
@@ -181,8 +181,8 @@ def _outcomes(evaluation, clean_texture: Tensor, photograph=None) -> Callable[[T
 def members_judge(evaluation, clean_texture: Tensor, photograph=None) -> Callable[[Tensor], dict[str, float]]:
     """``texture -> {member: share of drives run}``: each attacked member of ``evaluation``'s panel alone, over the
     drives it stops clean (a member that stops none is left out); what ``attack.restart_judge.by=drives`` reads.
-    ``judge.drives`` is how many drives it judges on."""
-    outcomes_of = _outcomes(evaluation, clean_texture, photograph)
+    ``judge.drives`` is how many drives it judges on. The stack's own reading (the members' mean) is not made."""
+    outcomes_of = _outcomes(evaluation, clean_texture, photograph, own=False)
 
     def judge(texture: Tensor) -> dict[str, float]:
         p = panel_metrics(outcomes_of(texture), evaluation.stack.panel, evaluation.stack.panel_skipped)

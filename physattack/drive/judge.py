@@ -154,8 +154,9 @@ def _m(distance: float | None) -> float | None:
 class Judging:
     """What judging a drive takes besides the drive: the scene and its textures (name -> texture:
     ``clean``, ``attacked``), the drive renderer, the stack that reads the frames, the settings, the
-    colour model's camera stage applied to the frames as the run's views had it (``photograph``), and
-    how many frames are rendered at a time (``chunk``)."""
+    colour model's camera stage applied to the frames as the run's views had it (``photograph``),
+    how many frames are rendered at a time (``chunk``), and whether the stack's own readings are wanted
+    (``own``; False: only its panel's, each victim alone — the restart judge's, which never reads the stack's)."""
 
     scene: object
     textures: dict[str, Tensor]
@@ -164,6 +165,7 @@ class Judging:
     settings: DriveSettings
     photograph: Callable[[Tensor], Tensor] | None = None
     chunk: int = 16
+    own: bool = True
 
     def images(self, views) -> Tensor:
         return views.images if self.photograph is None else self.photograph(views.images)
@@ -189,14 +191,15 @@ def judge_drive(index: int, drive, frames, judging: Judging, whole: bool) -> Dri
     readings, read_frames = {}, 0
     for name, texture in judging.textures.items():
         parts: list[Readings] = []
-        needed = Needed(True, None, near_sign=near_sign)
+        needed = Needed(judging.own, None, near_sign=near_sign)
         for start in range(0, judged, chunk):
             sub = frames[start:min(judged, start + chunk)]
             views = judging.renderer.render(judging.scene, texture.detach(), sub, region=stack.region)
             read = stack.read(judging.images(views), views.region, views.boxes, needed)
             parts.append(read if whole else read.verdicts())
             if settings.early_stop:
-                needed = replace(still_needed(cat_readings(parts), settings), near_sign=near_sign)
+                needed = still_needed(cat_readings(parts), settings)
+                needed = replace(needed, own=needed.own and judging.own, near_sign=near_sign)
                 if whole:                  # the timeline and the video show the stack's readings, every frame
                     needed = replace(needed, own=True)
                 elif not needed.own and not needed.panel:

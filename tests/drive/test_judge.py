@@ -221,6 +221,32 @@ def test_an_ensembles_members_are_judged_one_by_one(grey_drives, stop_scene):
     assert "each attacked member alone: a 100.0%, b n/a of the drives it stops in clean" in drive_headline(result)
 
 
+def test_a_panel_read_without_the_stacks_own_reading_gives_the_same_verdicts(grey_drives, stop_scene):
+    """``Judging.own=False`` (the restart judge: each member alone): the stack's classifier is never run, and every
+    panel victim's verdict on every drive is the one it gets when the stack reads too."""
+    from dataclasses import replace
+
+    class Counting(PlantedClassifier):
+        def logits(self, images):
+            self.calls = getattr(self, "calls", 0) + len(images)
+            return super().logits(images)
+
+    drives, renderer = grey_drives
+    settings = replace(SETTINGS, timelines=0)
+    verdicts = []
+    for own in (True, False):
+        mean = Counting(0)
+        panel = {"a": PanelVictim(PlantedClassifier(0), (0,), "attacked"),
+                 "b": PanelVictim(PlantedClassifier(1), (0,), "attacked")}
+        stack = TwoStageStack(TiledDetector(PlantedDetector(0), CAM, (0.75, 0.75), STACK), mean, (0,), 0.3, 0.62, 32,
+                              {}, Panel(panel))
+        textures = {"clean": stop_scene.texture}
+        outcomes = evaluate_drives(Judging(stop_scene, textures, renderer, stack, settings, own=own), drives)
+        verdicts.append([o.panel_recognised["clean"] for o in outcomes])
+        assert (getattr(mean, "calls", 0) > 0) is own
+    assert verdicts[0] == verdicts[1] and any(v["a"] is not None for v in verdicts[1])
+
+
 def test_a_detector_stacks_panel_scans_the_same_frames_with_each_detector(grey_drives, stop_scene):
     """Each panel detector scans the frames on its own tiles: one that finds the sign as its class stops
     every drive clean, one that calls it something else never does; the frames cover every panel
