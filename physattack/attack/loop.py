@@ -279,6 +279,7 @@ class EOTAttack:
                 bar.update(state.step)
             else:
                 loop, state = best_start(self, setup, run, step, lambda: self._signals.stop, tracker)
+                bar.total -= (self.restarts - len(state.starts)) * self.restart_steps   # starts not tried: off the bar
             while state.step < self.steps and not self._signals.stop:
                 step(loop, state)
                 if self.checkpoint_every and state.step % self.checkpoint_every == 0:
@@ -299,12 +300,10 @@ class EOTAttack:
         member ``train/success/<name>``, ``train/member_loss/<name>`` (and ``train/member_weight/<name>``)."""
         out = {}
         for key, value in record.items():
-            if key == "step":
-                continue
             if isinstance(value, dict):
                 prefix = "success" if key == "member_success" else key
                 out.update({f"train/{prefix}/{name}": v for name, v in value.items()})
-            else:
+            elif key != "step":
                 out[f"train/{key}"] = value
         return out
 

@@ -37,7 +37,7 @@ class Recorder(NullTracker):
 
 
 def run(parts, signnet, path, seed=0, restarts=1, sampler=None, resume=None, winner=None, tracker=None, judge=None,
-        colours="free"):
+        colours="free", progress=False):
     patch = sticker_for_scene(parts["scene"], colours=colours)
     attack = (EOTAttack if winner is None else Planted)(target="yield", steps=5, batch_size=6, lr=0.2,
                                                         checkpoint_every=2, mask_search_steps=3, restarts=restarts,
@@ -45,7 +45,7 @@ def run(parts, signnet, path, seed=0, restarts=1, sampler=None, resume=None, win
     attack.winner = winner
     setup = AttackSetup(scene=parts["scene"], patch=patch, victim=signnet, pipeline=parts["pipeline"],
                         sampler=sampler or parts["sampler"], palette=parts["palette"], validation=judge)
-    result = attack.run(setup, RunConfig(seed=seed, resume=resume and str(resume), progress=False), path, tracker)
+    result = attack.run(setup, RunConfig(seed=seed, resume=resume and str(resume), progress=progress), path, tracker)
     return patch, result
 
 
@@ -119,11 +119,14 @@ def test_starts_judged_by_the_red_teams_drives(parts, signnet, tmp_path):
         assert len(on) and (on[:, None] - patch.palette[None]).abs().amax(-1).min(1).values.max() < 1e-6
 
 
-def test_a_start_that_reaches_accept_is_carried_on_at_once(parts, signnet, tmp_path):
+def test_a_start_that_reaches_accept_is_carried_on_at_once(parts, signnet, tmp_path, capsys):
+    """The starts not tried come off the progress bar, which ends full (5 of 5 steps, not 5 of 9)."""
     judge = Drives([0.85, 1.0], accept=0.8)
-    _, result = run(parts, signnet, tmp_path / "r", seed=3, restarts=3, judge=judge)
+    _, result = run(parts, signnet, tmp_path / "r", seed=3, restarts=3, judge=judge, progress=True)
     assert len(judge.textures) == 1 and [s["chosen"] for s in result.restarts] == [True]
     assert result.steps_done == 5 and [h["step"] for h in result.history] == [1, 2, 3, 4, 5]
+    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "5/5" in last, last
 
 
 def test_a_signal_during_a_start_judges_no_more(parts, signnet, tmp_path):
