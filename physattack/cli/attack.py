@@ -171,11 +171,12 @@ def drive_evaluation(cfg: DictConfig, parts: AttackParts, run: RunConfig, device
                                   print_retroreflects=build.print_retroreflects(cfg))
 
 
-def restart_validation(cfg: DictConfig, parts: AttackParts, run: RunConfig, device):
+def restart_validation(cfg: DictConfig, parts: AttackParts, run: RunConfig, device, own: bool = False):
     """The red team's own drives that compare a fresh run's starts (``attack.restart_judge.by=drives``):
     ``conf/drive/default.yaml``'s set with ``attack.restart_judge.drives`` over it, rendered over the *training*
     backgrounds and read by the stack with the attacked members alone on its panel (nothing held out is asked);
-    ``printed texture -> {member: share of drives run}``. None when not asked for, or on resume (chosen already)."""
+    ``printed texture -> {member: share of drives run}``. None when not asked for, or on resume (chosen already).
+    ``own``: also read the stack's own verdict (the members' mean), which the shares do not need (benchmarks)."""
     from physattack.drive.build import members_judge
 
     attack = parts.attack
@@ -198,7 +199,7 @@ def restart_validation(cfg: DictConfig, parts: AttackParts, run: RunConfig, devi
     evaluation = build.drive_evaluation(node, perception, scene=parts.scene, renderer=parts.pipeline.renderer,
                                         backgrounds=parts.pipeline.backgrounds,
                                         print_retroreflects=build.print_retroreflects(cfg))
-    return members_judge(evaluation, parts.scene.texture, photograph=build.camera_stage(parts.pipeline))
+    return members_judge(evaluation, parts.scene.texture, photograph=build.camera_stage(parts.pipeline), own=own)
 
 
 def attack_and_report(parts: AttackParts, run: RunConfig, run_dir: Path, tracker, drive=None,

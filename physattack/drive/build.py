@@ -178,11 +178,13 @@ def _outcomes(evaluation, clean_texture: Tensor, photograph=None, own: bool = Tr
     return outcomes
 
 
-def members_judge(evaluation, clean_texture: Tensor, photograph=None) -> Callable[[Tensor], dict[str, float]]:
+def members_judge(evaluation, clean_texture: Tensor, photograph=None, own: bool = False
+                  ) -> Callable[[Tensor], dict[str, float]]:
     """``texture -> {member: share of drives run}``: each attacked member of ``evaluation``'s panel alone, over the
     drives it stops clean (a member that stops none is left out); what ``attack.restart_judge.by=drives`` reads.
-    ``judge.drives`` is how many drives it judges on. The stack's own reading (the members' mean) is not made."""
-    outcomes_of = _outcomes(evaluation, clean_texture, photograph, own=False)
+    ``judge.drives`` is how many drives it judges on. The stack's own reading (the members' mean) is not made unless
+    ``own`` (a benchmark's baseline: the shares are the same)."""
+    outcomes_of = _outcomes(evaluation, clean_texture, photograph, own=own)
 
     def judge(texture: Tensor) -> dict[str, float]:
         p = panel_metrics(outcomes_of(texture), evaluation.stack.panel, evaluation.stack.panel_skipped)
