@@ -44,9 +44,9 @@ class Patch(nn.Module):
         raise NotImplementedError
 
     def printed(self, base_texture: Tensor, colour_model=None) -> Tensor:
-        """``apply(base_texture)`` as printed, without gradient: ``colour_model`` (a ``physattack.printing.ColourModel``)
-        prints the texels under the mask; None leaves the designed colours. What a drive of the patch shows once
-        the colours are final (the report's drives, the restart judge)."""
+        """``apply(base_texture)`` as printed, without gradient: ``colour_model`` (a
+        ``physattack.printing.ColourModel``) prints the texels under the mask; None leaves the designed colours.
+        What a drive of the patch shows once the colours are final (the report's drives, the restart judge)."""
         with torch.no_grad():
             texture = self.apply(base_texture)
             return texture if colour_model is None else colour_model.print_patch(texture, self.mask)
