@@ -219,7 +219,7 @@ def attack_and_report(parts: AttackParts, run: RunConfig, run_dir: Path, tracker
     patch.load_state_dict(result.best_state)
     with torch.no_grad():
         adv_texture = patch.apply(scene.texture)
-    printed = patch.printed(scene.texture, parts.colour_model)
+        printed = parts.colour_model.print_patch(adv_texture, patch.mask)    # the designed texture is kept too
     done = FinishedAttack(scene, victim, patch, parts.attack, result, adv_texture, printed, parts.victim_names,
                           (t0, attack_seconds))
 

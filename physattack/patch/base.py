@@ -46,7 +46,7 @@ class Patch(nn.Module):
     def printed(self, base_texture: Tensor, colour_model=None) -> Tensor:
         """``apply(base_texture)`` as printed, without gradient: ``colour_model`` (a
         ``physattack.printing.ColourModel``) prints the texels under the mask; None leaves the designed colours.
-        What a drive of the patch shows once the colours are final (the report's drives, the restart judge)."""
+        What a drive of the patch shows once the colours are final (the restart judge reads it)."""
         with torch.no_grad():
             texture = self.apply(base_texture)
             return texture if colour_model is None else colour_model.print_patch(texture, self.mask)
