@@ -108,6 +108,22 @@ class Ensemble(nn.Module):
         self.diversity, self.diversity_scale = float(diversity), float(diversity_scale)
         self.erosion = float(erosion)
         self.is_detector = kinds[0]
+        self.emphasis = torch.ones(len(members), dtype=torch.float64)  # ``emphasize``: 1 each, the weighting alone
+
+    def emphasize(self, factors: Mapping[str, float] | None) -> "Ensemble":
+        """Multiply named members' weights by these factors (``victim.emphasis``), the weights renormalized to sum
+        to 1 after the weighting: a member the red team needs the patch to fool more weighs more whatever its
+        loss. None or {}: every factor 1. Returns the ensemble."""
+        emphasis = torch.ones(len(self.members), dtype=torch.float64)
+        for name, factor in dict(factors or {}).items():
+            if name not in self.names:
+                raise VictimError(f"victim.emphasis names {name!r}, which is not a member of the ensemble "
+                                  f"({', '.join(self.names)}); name a member of victim.members.")
+            emphasis[self.names.index(name)] = VictimError.check_range(
+                f"victim.emphasis.{name}", factor, 0.0, lo_open=True, why="the factor that member's weight is "
+                "multiplied by (1: as the weighting gives it)")
+        self.emphasis = emphasis
+        return self
 
     # -- one victim's interface: the first member's labels, every member checked by name -------------
     @property
@@ -212,9 +228,11 @@ class Ensemble(nn.Module):
         """K weights summing to 1 for the members' current (mean) losses."""
         losses = torch.as_tensor([float(v) for v in losses], dtype=torch.float64)
         if self.weighting == "mean" or len(losses) == 1:
-            return torch.full_like(losses, 1.0 / len(losses))
-        finite = torch.nan_to_num(losses, nan=0.0, posinf=1e6, neginf=-1e6)
-        return torch.softmax(finite / self.temperature, 0)
+            weights = torch.full_like(losses, 1.0 / len(losses))
+        else:
+            weights = torch.softmax(torch.nan_to_num(losses, nan=0.0, posinf=1e6, neginf=-1e6) / self.temperature, 0)
+        weights = weights * self.emphasis
+        return weights / weights.sum()
 
     # -- evaluation: one output for the whole ensemble -------------------------------------------------
     def forward(self, images: Tensor):
@@ -271,13 +289,15 @@ def _to_labels(probs: Tensor, member_labels: tuple[str, ...], labels: tuple[str,
 
 
 def build_ensemble(members: Mapping[str, nn.Module], weighting: str = "mean", temperature: float = 1.0,
-                   diversity: float = 0.0, diversity_scale: float = 0.8, erosion: float = 0.0) -> Ensemble:
+                   diversity: float = 0.0, diversity_scale: float = 0.8, erosion: float = 0.0,
+                   emphasis: Mapping[str, float] | None = None) -> Ensemble:
     """The ensemble ``conf/victim/ensemble.yaml`` describes.
 
     Args:
         members: name -> built victim (Hydra instantiates each member's own victim config first), in
             the config's order; the first member's labels are the ensemble's.
         weighting, temperature, diversity, diversity_scale, erosion: as ``Ensemble``.
+        emphasis: member name -> the factor its weight is multiplied by (``Ensemble.emphasize``); None: none.
 
     The victims held out of the attack are not the ensemble's business: the held-out protocol scores
     every victim of ``evaluation.victims`` that is not a member (``physattack.cli.build.protocol_victims``).
@@ -288,7 +308,7 @@ def build_ensemble(members: Mapping[str, nn.Module], weighting: str = "mean", te
     ensemble = Ensemble(list(members.values()), names=list(members.keys()), weighting=weighting,
                         temperature=temperature, diversity=diversity, diversity_scale=diversity_scale,
                         erosion=erosion)
-    return ensemble.freeze()
+    return ensemble.emphasize(emphasis).freeze()
 
 
 __all__ = ["ERODED_LAYERS", "Ensemble", "WEIGHTINGS", "build_ensemble", "diverse_inputs"]

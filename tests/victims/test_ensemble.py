@@ -68,6 +68,26 @@ def test_mean_and_hardest_weighting():
     assert torch.allclose(w, torch.softmax(torch.tensor([0.1, 3.0, 1.0], dtype=torch.float64) / 0.5, 0))
 
 
+def test_emphasis_multiplies_a_members_weight_after_the_weighting():
+    mean = build_ensemble({"a": Recorder(), "b": Recorder(seed=1)}, emphasis={"b": 3})
+    assert torch.allclose(mean.weights([0.1, 3.0]), torch.tensor([0.25, 0.75], dtype=torch.float64))
+    hardest = build_ensemble({"a": Recorder(), "b": Recorder(seed=1), "c": Recorder(seed=2)}, weighting="hardest",
+                             temperature=0.5, emphasis={"a": 4.0})
+    soft = torch.softmax(torch.tensor([0.1, 3.0, 1.0], dtype=torch.float64) / 0.5, 0) * torch.tensor([4.0, 1, 1])
+    assert torch.allclose(hardest.weights([0.1, 3.0, 1.0]), soft / soft.sum())
+    assert torch.allclose(hardest.emphasize(None).weights([0.1, 3.0, 1.0]), hardest.emphasize({}).weights(
+        [0.1, 3.0, 1.0])) and float(hardest.weights([0.1, 3.0, 1.0])[0]) < 0.1      # None: the weighting alone
+
+
+@pytest.mark.parametrize("emphasis, message", [({"zoo": 2}, "not a member of the ensemble"),
+                                               ({"b": 0}, r"victim.emphasis.b must be > 0"),
+                                               ({"b": "x"}, r"victim.emphasis.b must be a number")])
+def test_bad_emphasis_names_the_key(emphasis, message):
+    with pytest.raises(VictimError, match=message) as e:
+        build_ensemble({"a": Recorder(), "b": Recorder(seed=1)}, emphasis=emphasis)
+    assert one_sentence(str(e.value))
+
+
 def test_ensemble_is_frozen_and_moves_as_one_module():
     ens = build_ensemble({"a": Recorder(), "b": Recorder(seed=1)})
     assert not ens.training and all(not p.requires_grad for p in ens.parameters())
