@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torchvision.ops import batched_nms, box_iou
 
+from physattack.drive.boxes import join_boxes
 from physattack.drive.trajectories import Dashcam, face_corners, projected_boxes
 from physattack.errors import InputError, check_interval, check_range
 from physattack.victims.detection import Detections
@@ -309,48 +310,6 @@ class TiledDetector:
         return out
 
 
-def join_boxes(boxes: Tensor, scores: Tensor, labels: Tensor, merge: str, threshold: float
-               ) -> tuple[Tensor, Tensor, Tensor]:
-    """One frame's boxes from all its tiles, joined as ``StackSettings.merge`` says: ``nms`` suppresses at IoU 0.5;
-    ``nmm`` merges the detections made (score >= ``threshold``, ``merge_boxes``) and suppresses the faint rest."""
-    if merge == "nms":
-        keep = batched_nms(boxes, scores, labels, 0.5)
-        return boxes[keep], scores[keep], labels[keep]
-    made = scores >= threshold
-    faint = torch.nonzero(~made).flatten()
-    faint = faint[batched_nms(boxes[faint], scores[faint], labels[faint], 0.5)]
-    merged = merge_boxes(boxes[made], scores[made], labels[made])
-    return tuple(torch.cat([m, x[faint]]) for m, x in zip(merged, (boxes, scores, labels)))
-
-
-def merge_boxes(boxes: Tensor, scores: Tensor, labels: Tensor, ios: float = 0.5) -> tuple[Tensor, Tensor, Tensor]:
-    """Greedy non-maximum merging (``StackSettings.merge='nmm'``): from the highest score down, each box not yet
-    merged takes in every other such box of its label whose intersection with it is at least ``ios`` of the smaller
-    one's area, and becomes their union with its own (the highest) score. Boxes N×4 (x0, y0, x1, y1), scores N,
-    labels N; returns the merged boxes, scores and labels, highest score first. Written here (about fifteen lines)
-    rather than installing ``sahi``, whose package would bring a second OpenCV build beside the project's."""
-    order = scores.argsort(descending=True)
-    b, s, lab = boxes[order].float(), scores[order], labels[order]
-    area = (b[:, 2:] - b[:, :2]).clamp(min=0).prod(-1)
-    lo, hi = torch.maximum(b[:, None, :2], b[None, :, :2]), torch.minimum(b[:, None, 2:], b[None, :, 2:])
-    inter = (hi - lo).clamp(min=0).prod(-1)
-    smaller = torch.minimum(area[:, None], area[None, :])
-    joins = (inter >= ios * smaller) & (inter > 0) & (lab[:, None] == lab[None, :])
-    free = torch.ones(len(b), dtype=torch.bool)
-    kept = []
-    for i in range(len(b)):
-        if free[i]:
-            group = joins[i] & free
-            group[i] = True
-            free &= ~group
-            members = b[group]
-            kept.append((torch.cat([members[:, :2].min(0).values, members[:, 2:].max(0).values]), i))
-    if not kept:
-        return boxes[:0], scores[:0], labels[:0]
-    idx = torch.tensor([i for _, i in kept])
-    return torch.stack([k for k, _ in kept]).to(boxes.dtype), s[idx], lab[idx]
-
-
 def _starts(length: int, tile: int, overlap: float) -> list[int]:
     """Tile origins covering ``length`` pixels with tiles of ``tile`` overlapping by at least ``overlap``."""
     if length <= tile:
@@ -546,16 +505,17 @@ class TwoStageStack:
         if len(idx):
             box[idx] = taken
             crops = self.crops(images[idx], region, taken)
+            asked = {}                        # id(model) -> its probabilities: an ensemble's members, asked once
             if needed.own:
-                probs = _probs(self.classifier, crops)
+                probs = _probs(self.classifier, crops, asked)
                 pred = probs.argmax(-1)
                 label[idx] = pred
                 correct[idx] = torch.isin(pred, self.true_labels)
                 score[idx] = probs[:, self.true_labels].sum(-1)
             for name, member in self.panel.items():          # one after another: memory stays near one's
                 if needed.wants(name):
-                    panel[name][idx] = torch.isin(_probs(member.model, crops).argmax(-1),
-                                                  torch.tensor(list(member.true_labels)))
+                    probs = asked[id(member.model)] if id(member.model) in asked else _probs(member.model, crops)
+                    panel[name][idx] = torch.isin(probs.argmax(-1), torch.tensor(list(member.true_labels)))
         return Readings(correct, label, score, box, dets, panel)
 
     def on_sign(self, dets: list[Detections], sign_boxes: Tensor) -> tuple[Tensor, Tensor]:
@@ -584,10 +544,17 @@ class TwoStageStack:
         return p
 
 
-def _probs(classifier, crops: Tensor) -> Tensor:
-    """``classifier``'s softmax on ``crops``, on the classifier's device, returned on the CPU."""
+def _probs(classifier, crops: Tensor, asked: dict | None = None) -> Tensor:
+    """``classifier``'s softmax on ``crops``, on the classifier's device, returned on the CPU. A classifier ensemble
+    given ``asked`` puts each member's own softmax there (id(member) -> it), which is what the member reads of the
+    crops as the ensemble resizes them for it, so that a panel holding the same member need not ask it again."""
     device = next((p.device for p in classifier.parameters()), crops.device)
-    return torch.softmax(classifier(crops.to(device)).float(), -1).cpu()
+    crops = crops.to(device)
+    if asked is None or not hasattr(classifier, "combine"):
+        return torch.softmax(classifier(crops).float(), -1).cpu()
+    outputs = [m(classifier.member_inputs(m, crops)) for m in classifier.members]
+    asked.update({id(m): torch.softmax(o.float(), -1).cpu() for m, o in zip(classifier.members, outputs)})
+    return torch.softmax(classifier.combine(outputs).float(), -1).cpu()
 
 
 def cat_readings(parts: list[Readings]) -> Readings:

@@ -238,11 +238,15 @@ class Ensemble(nn.Module):
     def forward(self, images: Tensor):
         if self.is_detector:
             return self.members[0](images)
+        return self.combine([member(self.member_inputs(member, images)) for member in self.members])
+
+    def combine(self, outputs: Sequence[Tensor]) -> Tensor:
+        """A classifier ensemble's logits (``forward``'s) from its members' own logits on the same images, one per
+        member in order: whoever has already asked every member (a drive's panel) need not ask them again."""
         labels = self.labels
         total = None
-        for member in self.members:
-            probs = torch.softmax(member(self.member_inputs(member, images)).float(), dim=1)
-            mapped = _to_labels(probs, tuple(member.labels), labels)
+        for member, output in zip(self.members, outputs, strict=True):
+            mapped = _to_labels(torch.softmax(output.float(), dim=1), tuple(member.labels), labels)
             total = mapped if total is None else total + mapped
         log_mean = torch.log((total / len(self.members)).clamp(min=1e-12))
         return log_mean - log_mean.mean(dim=1, keepdim=True)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from physattack.drive.stacks import StackSettings, TiledDetector, _on_sign, merge_boxes
+from physattack.drive.boxes import merge_boxes
+from physattack.drive.stacks import StackSettings, TiledDetector, _on_sign
 from physattack.drive.render import DriveRenderer
 from physattack.drive.report import stack_line
 from physattack.drive.trajectories import Dashcam, DriveSet
