@@ -505,7 +505,7 @@ class TwoStageStack:
         if len(idx):
             box[idx] = taken
             crops = self.crops(images[idx], region, taken)
-            asked = {}                        # id(model) -> its probabilities: an ensemble's members, asked once
+            asked = {}            # id(model) -> its probabilities: the stack's classifier (or its members), asked once
             if needed.own:
                 probs = _probs(self.classifier, crops, asked)
                 pred = probs.argmax(-1)
@@ -545,13 +545,17 @@ class TwoStageStack:
 
 
 def _probs(classifier, crops: Tensor, asked: dict | None = None) -> Tensor:
-    """``classifier``'s softmax on ``crops``, on the classifier's device, returned on the CPU. A classifier ensemble
-    given ``asked`` puts each member's own softmax there (id(member) -> it), which is what the member reads of the
-    crops as the ensemble resizes them for it, so that a panel holding the same member need not ask it again."""
+    """``classifier``'s softmax on ``crops``, on the classifier's device, returned on the CPU. Given ``asked``, it
+    goes there too (id(classifier) -> it), and a classifier ensemble puts each member's own softmax there (what the
+    member reads of the crops as the ensemble resizes them for it): a panel holding the same model need not ask it
+    again."""
     device = next((p.device for p in classifier.parameters()), crops.device)
     crops = crops.to(device)
     if asked is None or not hasattr(classifier, "combine"):
-        return torch.softmax(classifier(crops).float(), -1).cpu()
+        probs = torch.softmax(classifier(crops).float(), -1).cpu()
+        if asked is not None:
+            asked[id(classifier)] = probs
+        return probs
     outputs = [m(classifier.member_inputs(m, crops)) for m in classifier.members]
     asked.update({id(m): torch.softmax(o.float(), -1).cpu() for m, o in zip(classifier.members, outputs)})
     return torch.softmax(classifier.combine(outputs).float(), -1).cpu()

@@ -247,9 +247,11 @@ def test_a_panel_read_without_the_stacks_own_reading_gives_the_same_verdicts(gre
     assert verdicts[0] == verdicts[1] and any(v["a"] is not None for v in verdicts[1])
 
 
-def test_an_ensembles_members_on_its_panel_are_asked_once_and_read_the_same(grey_drives, stop_scene):
-    """A two-stage stack whose classifier is an ensemble of its panel's members: each member reads each crop once
-    (for the ensemble's mean and its own verdict alike), and every reading equals that of a panel of copies."""
+@pytest.mark.parametrize("single", [False, True])
+def test_an_ensembles_members_on_its_panel_are_asked_once_and_read_the_same(single, grey_drives, stop_scene):
+    """A two-stage stack whose classifier is an ensemble of its panel's members (or, ``single``, is itself on its
+    panel): each member reads each crop once (for the ensemble's mean and its own verdict alike), and every reading
+    equals that of a stack reading copies of them."""
     import copy
 
     from physattack.victims.ensemble import Ensemble
@@ -272,27 +274,31 @@ def test_an_ensembles_members_on_its_panel_are_asked_once_and_read_the_same(grey
             return torch.stack([8 * red + self.bias, torch.zeros_like(red)], 1)
 
     drives, renderer = grey_drives
-    members = [Reddish(24, -0.6), Reddish(16, -0.2)]
+    members = [Reddish(24, -0.6)] if single else [Reddish(24, -0.6), Reddish(16, -0.2)]
     readings, calls = [], []
     for shared in (True, False):
-        ensemble = Ensemble(members if shared else copy.deepcopy(members), names=["a", "b"]).freeze()
+        own = members if shared else copy.deepcopy(members)
+        # single: a stack whose own classifier (not an ensemble) is on its panel, asked once a crop the same way
+        classifier = own[0] if single else Ensemble(own, names=["a", "b"]).freeze()
         panel = {n: PanelVictim(m, (0,), "attacked") for n, m in zip("ab", members)}
-        stack = TwoStageStack(TiledDetector(PlantedDetector(0), CAM, (0.75, 0.75), STACK), ensemble, (0,), 0.3, 0.62,
-                              32, {}, Panel(panel))
-        for m in [*members, *ensemble.members]:
+        stack = TwoStageStack(TiledDetector(PlantedDetector(0), CAM, (0.75, 0.75), STACK), classifier, (0,), 0.3,
+                              0.62, 32, {}, Panel(panel))
+        asked = [*members, *own]
+        for m in asked:
             m.calls = 0
         outcomes = judge(stack, drives, renderer, stop_scene, adv_texture=stop_scene.texture * 0.6 + 0.2)
         readings.append([(r.correct, r.label, r.score, r.panel) for o in outcomes for r in o.readings.values()])
-        calls.append([m.calls for m in [*members, *ensemble.members]])
-    once = calls[0][:2]                   # shared: the panel's members are the ensemble's, each asked once a crop
+        calls.append([m.calls for m in asked])
+    k = len(members)
+    once = calls[0][:k]                   # shared: the panel's members are the stack's, each asked once a crop
     assert once[0] > 0 and calls[0] == once * 2
-    assert calls[1][2:] == once and 0 < calls[1][0] <= once[0]       # copies: the mean asks them all, the panel too
+    assert calls[1][k:] == once and 0 < calls[1][0] <= once[0]       # copies: the stack asks them all, the panel too
     for (c, lab, score, panel), (c2, lab2, score2, panel2) in zip(*readings, strict=True):
         assert torch.equal(c, c2) and torch.equal(lab, lab2) and torch.equal(score, score2)
         assert panel.keys() == panel2.keys() and all(torch.equal(panel[k], panel2[k]) for k in panel)
     scores = torch.cat([r[2][r[1] >= 0] for r in readings[0]])       # the mean's probability: neither 0 nor 1
     assert 0.05 < float(scores.min()) < float(scores.max()) < 0.95
-    assert any(bool((r[3]["a"] != r[3]["b"]).any()) for r in readings[0])       # the members disagree: a real mean
+    assert single or any(bool((r[3]["a"] != r[3]["b"]).any()) for r in readings[0])    # they disagree: a real mean
 
 
 def test_a_detector_stacks_panel_scans_the_same_frames_with_each_detector(grey_drives, stop_scene):
