@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torchvision.ops import batched_nms, box_iou
+from torchvision.ops import box_iou
 
 from physattack.drive.boxes import join_boxes
 from physattack.drive.trajectories import Dashcam, face_corners, projected_boxes
