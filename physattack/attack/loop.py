@@ -136,7 +136,7 @@ class EOTAttack:
         lr_schedule: ``cosine`` (to 5 % of lr) or ``constant``.
         nps_weight, tv_weight: weights of the non-printability score and total variation.
         checkpoint_every: steps between checkpoints (``checkpoint.pt`` in the run directory); 0: only at the end.
-        ema: smoothing of the running success rate that picks the best patch, in [0, 1).
+        ema: smoothing of the running success rate that picks the best patch (from step 1 / (1 - ema) on), in [0, 1).
         mask_search_steps: steps of the sticker mask search, for patches that ask for one.
         placement: the placement error of the deployed stickers (``physattack.patch.placement.PlacementError``,
             or its arguments as a dict), or None (off). When set, every view of every step shows the
@@ -557,12 +557,13 @@ class EOTAttack:
         return output.float() if run.amp and isinstance(output, torch.Tensor) else output
 
     def _track_best(self, patch: Patch, state: LoopState, success: float, loss: float, progress: float) -> None:
-        """Update the running success and loss; keep the patch's state if it is the best so far."""
+        """Update the running success and loss; keep the patch's state if it is the best so far, from the step the
+        running figures span 1 / (1 - ema) steps (or the last): else an ``init=`` run's first batch outranks all."""
         a = self.ema if state.step > 1 else 0.0
         state.ema_success = a * state.ema_success + (1 - a) * success
         state.ema_loss = loss if not math.isfinite(state.ema_loss) else a * state.ema_loss + (1 - a) * loss
-        key = (round(state.ema_success, 3), -state.ema_loss)
-        if key > state.best_key and patch.colors_final and self.draws_final(progress):
+        key, settled = (round(state.ema_success, 3), -state.ema_loss), min(self.steps, round(1 / (1 - self.ema)))
+        if key > state.best_key and state.step >= settled and patch.colors_final and self.draws_final(progress):
             state.best_key, state.best_step = key, state.step
             state.best_state = copy.deepcopy(patch.state_dict())
 

@@ -156,3 +156,28 @@ def test_placement_error_needs_stickers_and_names_its_keys(parts):
     EOTAttack(placement=None).check_patch(paint_for_scene(parts["scene"]))
     with pytest.raises(InputError, match=r"^attack.placement.rotation_deg must be in \[0, 180\]"):
         EOTAttack(placement={"rotation_deg": -1})
+
+
+def test_the_best_state_waits_for_the_running_figure_to_span_its_steps():
+    """A run that starts high (``init=``: the first batch reads 0.9, the next ones 0.85) keeps as its best a state
+    from once the running success spans 1 / (1 - ema) steps, not its first step; a run shorter than that keeps its
+    last; without smoothing (ema 0) any step may be the best, as before."""
+    from physattack.attack.checkpoint import LoopState
+
+    class Patch:
+        colors_final = True
+
+        def state_dict(self):
+            return {}
+
+    def best_step(steps, ema, successes):
+        attack, state = EOTAttack(target="yield", steps=steps, ema=ema), LoopState()
+        for s in successes:
+            state.step += 1
+            attack._track_best(Patch(), state, s, 1.0 - s, (state.step - 1) / steps)
+        return state.best_step
+
+    assert best_step(30, 0.9, [0.9] + [0.85] * 29) == 10
+    assert best_step(30, 0.9, [0.1] * 12 + [0.9] * 18) == 30          # a fresh run rising: its best comes late
+    assert best_step(4, 0.9, [0.9, 0.85, 0.85, 0.85]) == 4
+    assert best_step(30, 0.0, [0.9] + [0.85] * 29) == 1
