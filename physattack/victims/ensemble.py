@@ -231,8 +231,10 @@ class Ensemble(nn.Module):
             weights = torch.full_like(losses, 1.0 / len(losses))
         else:
             weights = torch.softmax(torch.nan_to_num(losses, nan=0.0, posinf=1e6, neginf=-1e6) / self.temperature, 0)
-        weights = weights * self.emphasis
-        return weights / weights.sum()
+        if bool((self.emphasis != 1).any()):          # none: the weighting's own weights, to the bit
+            weights = weights * self.emphasis
+            weights = weights / weights.sum()
+        return weights
 
     # -- evaluation: one output for the whole ensemble -------------------------------------------------
     def forward(self, images: Tensor):
